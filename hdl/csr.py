@@ -68,14 +68,16 @@ def csr_map(cfg: Config) -> list[Register]:
         ("INPUT", "rw", "I, input features (0: pure recurrence)"),
         ("BATCH", "rw", "B, batch size"),
         ("STEPS", "rw", "L, steps"),
-        ("SHIFT", "rw", "requantization shift (0..acc_width)"),
+        ("SHIFT", "rw", "requantization shift (0..acc_width); layer 0's in a stacked run"),
+        ("LAYERS", "rw", f"N, stacked layers, layer k on subset k (0 or 1: a plain run; up to {cfg.subsets})"),
         ("FLAGS", "rw", "bit 0 write every step (else only the last), bit 1 has bias, bit 2 conventional mode"),
         ("BASE_A", "rw", "word address of the A tiles"),
         ("BASE_BIAS", "rw", "word address of the bias (4 words per row block)"),
         ("BASE_H0", "rw", "word address of h0 (batch-major, padded)"),
         ("BASE_X", "rw", "word address of x (step, batch, features; padded)"),
         ("BASE_OUT", "rw", "word address of the output h"),
-        ("LUT", "w", "write (index << 8 | value) into the activation LUT of every cluster"),
+        ("LUT", "w", "write (subset + 1) << 16 | index << 8 | value into the activation LUT of that subset's "
+                     "clusters; subset field 0 writes every subset"),
         ("TRACE_SEL", "rw", "subset << 16 | record index of the trace record to read"),
         ("TRACE_STEP", "r", "selected trace record: step"),
         ("TRACE_CB", "r", "selected trace record: column block"),
@@ -84,6 +86,8 @@ def csr_map(cfg: Config) -> list[Register]:
     ]
     regs += [(f"TRACE_COUNT{s}", "r", f"trace records of subset {s} (may exceed trace_depth)")
              for s in range(cfg.subsets)]
+    regs += [(f"SHIFT_L{k}", "rw", f"requantization shift of stacked layer {k} (subset {k})")
+             for k in range(1, cfg.subsets)]
     if cfg.stall_injection:
         regs += [("STALL_SEED", "rw", "seed of the stall patterns (test builds only)"),
                  ("STALL_MEM", "rw", "memory grants stalled with probability STALL_MEM / 256 (256: always)"),

@@ -19,7 +19,7 @@ class Host(wiring.Component):
     -------
     csr_addr, csr_wdata, csr_we, csr_rdata : the bus.
     request, start : the programmed run and its start pulse.
-    lut_we, lut_addr, lut_data : LUT writes.
+    lut_we, lut_addr, lut_data, lut_subset : LUT writes (``lut_subset`` s + 1 for subset s only, 0 for all).
     trace_subset, trace_index : the selected trace record.
     status, trace_step, trace_cb, trace_begin, trace_end, trace_counts, counters : values to read back.
     stall_seed, stall_mem, stall_ring : stall-injection builds only (``Config.stall_injection``).
@@ -39,6 +39,7 @@ class Host(wiring.Component):
             "lut_we": Out(1),
             "lut_addr": Out(8),
             "lut_data": Out(8),
+            "lut_subset": Out(5),
             "trace_subset": Out(range(cfg.subsets)),
             "trace_index": Out(range(cfg.trace_depth)),
             "status": In(32),
@@ -62,6 +63,8 @@ class Host(wiring.Component):
         rw = {"HIDDEN": req.hidden, "INPUT": req.input, "BATCH": req.batch, "STEPS": req.steps,
               "SHIFT": req.shift, "FLAGS": flags, "BASE_A": req.base_a, "BASE_BIAS": req.base_bias,
               "BASE_H0": req.base_h0, "BASE_X": req.base_x, "BASE_OUT": req.base_out, "TRACE_SEL": trace_sel}
+        rw.update({f"SHIFT_L{k}": req.upper_shift[k - 1] for k in range(1, cfg.subsets)})
+        rw["LAYERS"] = req.layers
         if cfg.stall_injection:
             rw.update({"STALL_SEED": self.stall_seed, "STALL_MEM": self.stall_mem, "STALL_RING": self.stall_ring})
         ro = {
@@ -92,7 +95,8 @@ class Host(wiring.Component):
                         m.d.comb += self.start.eq(self.csr_we & self.csr_wdata[0])
                     elif reg.name == "LUT":
                         m.d.sync += [self.csr_rdata.eq(0), self.lut_we.eq(self.csr_we),
-                                     self.lut_addr.eq(self.csr_wdata[8:16]), self.lut_data.eq(self.csr_wdata[:8])]
+                                     self.lut_addr.eq(self.csr_wdata[8:16]), self.lut_data.eq(self.csr_wdata[:8]),
+                                     self.lut_subset.eq(self.csr_wdata[16:21])]
                     else:
                         raise AssertionError(f"CSR {reg.name} has no implementation")
             with m.Default():

@@ -17,7 +17,9 @@ def run_params(cfg: Config) -> data.StructLayout:
     Sizes are in blocks: ``row_blocks`` R = ceil(H / T), ``input_blocks`` Ri = ceil(I / T),
     ``k_blocks`` Kin = R + Ri, ``col_blocks`` J = ceil(B / W), ``batch_pad`` = J·W,
     ``cluster_row_blocks`` = ceil(R / K) (the row blocks each cluster runs per item, pipelined mode),
-    ``conventional`` the mode bit (0: pipelined, the technique; 1: the conventional per-step GEMM).
+    ``conventional`` the mode bit (0: pipelined, the technique; 1: the conventional per-step GEMM),
+    ``layers`` N the stacked layers (layer k on subset k; 1 for a plain run), ``stacked`` = N > 1,
+    ``upper_shift[k - 1]`` layer k's shift, ``h0_words`` = J·W·R (one layer's h0 block).
     """
     addr = cfg.mem_addr_bits
     return data.StructLayout({
@@ -32,6 +34,10 @@ def run_params(cfg: Config) -> data.StructLayout:
         "all_steps": 1,
         "has_bias": 1,
         "conventional": 1,
+        "layers": range(cfg.subsets + 1),
+        "stacked": 1,
+        "upper_shift": data.ArrayLayout(SHIFT_BITS, max(1, cfg.subsets - 1)),
+        "h0_words": range(cfg.max_batch * cfg.max_row_blocks + 1),
         "base_a": addr,
         "base_bias": addr,
         "base_h0": addr,

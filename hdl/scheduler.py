@@ -25,6 +25,7 @@ class Error(enum.IntEnum, shape=8):
     REGION = 6          # a memory region runs past the end of memory
     OVERLAP = 7         # two memory regions of the run overlap
     WATCHDOG = 8        # nothing progressed for cfg.watchdog_cycles cycles
+    LAYERS = 9          # layers is above the subsets, or above 1 in conventional mode
 
 
 class Phase(enum.Enum, shape=3):
@@ -43,6 +44,7 @@ def run_request(cfg: Config) -> data.StructLayout:
     return data.StructLayout({
         "hidden": 16, "input": 16, "batch": 16, "steps": STEP_BITS, "shift": SHIFT_BITS,
         "all_steps": 1, "has_bias": 1, "conventional": 1,
+        "layers": 16, "upper_shift": data.ArrayLayout(SHIFT_BITS, max(1, cfg.subsets - 1)),
         "base_a": addr, "base_bias": addr, "base_h0": addr, "base_x": addr, "base_out": addr,
     })
 
@@ -58,6 +60,10 @@ class Scheduler(wiring.Component):
     In conventional mode (``request.conventional``) nothing is loaded up front except the bias (each row
     block's to the subset that owns it); every subset takes every column block of step n and computes its
     own row blocks ``(ii·S + s)·K + c``, and step n + 1 starts only when step n is written (a barrier).
+    A stacked run (``request.layers`` N > 1) loads layer k's A tiles and bias into subset k only (the
+    layers' regions follow each other in memory; layer k ≥ 1 has Kin = 2R) and hands subsets 0..N-1 the
+    same items, every column block of step 1, then of step 2, …: layer k-1's h_t reaches layer k over the
+    ring as its x_t, and each layer's own h_{t-1} waits in its subset (a wavefront in time).
 
     Members
     -------
@@ -114,10 +120,15 @@ class Scheduler(wiring.Component):
         col_blocks = (req.batch + W - 1) >> log_w
         batch_pad = col_blocks << log_w
         a_words = Signal(cfg.mem_addr_bits + 16)
+        stacked = (req.layers > 1) & (req.layers <= S)     # more layers are refused (LAYERS)
+        n_layers = Mux(stacked, req.layers[:max(1, S.bit_length())], 1)
+        # every layer's input row blocks: layer 0 has R + Ri, layers k ≥ 1 have 2R
+        k_all = row_blocks + input_blocks + Mux(stacked, (n_layers - 1) * Cat(0, row_blocks), 0)
+        h0_words = batch_pad * row_blocks
         sizes = {
-            "a": row_blocks * (row_blocks + input_blocks) * T,
-            "bias": Cat(0, 0, row_blocks) * req.has_bias,
-            "h0": batch_pad * row_blocks,
+            "a": row_blocks * k_all * T,
+            "bias": Cat(0, 0, row_blocks) * req.has_bias * n_layers,
+            "h0": h0_words * n_layers,
             "x": req.steps * batch_pad * input_blocks,
             "out": Mux(req.all_steps, req.steps, Mux(req.conventional & (req.steps > 1), 2, 1))
                    * batch_pad * row_blocks,
@@ -134,18 +145,23 @@ class Scheduler(wiring.Component):
                 p.batch_pad.eq(batch_pad), p.cluster_row_blocks.eq((row_blocks + K - 1) // K),
                 p.steps.eq(req.steps), p.shift.eq(req.shift), p.all_steps.eq(req.all_steps),
                 p.has_bias.eq(req.has_bias), p.conventional.eq(req.conventional),
+                p.layers.eq(n_layers), p.stacked.eq(stacked), p.upper_shift.eq(req.upper_shift),
+                p.h0_words.eq(h0_words),
                 p.base_a.eq(req.base_a), p.base_bias.eq(req.base_bias),
                 p.base_h0.eq(req.base_h0), p.base_x.eq(req.base_x), p.base_out.eq(req.base_out),
-                a_words.eq(row_blocks * (row_blocks + input_blocks) * T),
+                a_words.eq(row_blocks * k_all * T),
                 # conventional mode keeps nothing stationary: the subsets fetch A for every output tile
                 phase.eq(Mux(req.conventional, Phase.LOAD_BIAS, Phase.LOAD_A)),
             ]
             checks = [
                 ((req.hidden == 0) | (req.hidden > cfg.max_hidden), Error.HIDDEN),
-                (req.input > cfg.max_input, Error.INPUT),
+                ((req.layers > S) | ((req.layers > 1) & req.conventional), Error.LAYERS),
+                ((req.input > cfg.max_input) | ((req.layers > 1) & (req.hidden > cfg.max_input)), Error.INPUT),
                 ((req.batch == 0) | (req.batch > cfg.max_batch), Error.BATCH),
                 (req.steps == 0, Error.STEPS),
-                (req.shift > cfg.acc_width, Error.SHIFT),
+                ((req.shift > cfg.acc_width)
+                 | Cat((req.layers > k) & (req.upper_shift[k - 1] > cfg.acc_width) for k in range(1, S)).any(),
+                 Error.SHIFT),
                 (Cat(end > cfg.mem_words for end in ends.values()).any(), Error.REGION),
                 (Cat(overlaps).any(), Error.OVERLAP),
             ]
@@ -160,11 +176,12 @@ class Scheduler(wiring.Component):
         k = Signal(range(cfg.max_k_blocks))
         cl = Signal(range(K))
         sel = Signal(range(S))                   # conventional: the subset owning this row block's bias
+        lay = Signal(range(S))                   # stacked: the layer (and subset) being loaded
         ii = Signal(range(cfg.row_blocks_per_cluster))
         assembly = Signal(T * 8 * max(T, 4))
         loading_a = phase == Phase.LOAD_A
         loading_bias = phase == Phase.LOAD_BIAS
-        bias_words = p.row_blocks * 4
+        bias_words = p.row_blocks * 4 * p.layers
         total = Signal.like(a_words)
         m.d.comb += total.eq(a_words)
         with m.If(loading_bias):
@@ -197,8 +214,8 @@ class Scheduler(wiring.Component):
             self.load_tile_en.eq(loading_a & unit_done),
             self.load_bias_en.eq(loading_bias & unit_done),
             self.load_cluster.eq(cl),
-            self.load_all.eq(~p.conventional),
-            self.load_subset.eq(sel),
+            self.load_all.eq(~p.conventional & ~p.stacked),
+            self.load_subset.eq(Mux(p.stacked, lay, sel)),
             self.load_addr.eq(ii * cfg.max_k_blocks + k),
             self.load_bias_addr.eq(ii),
         ]
@@ -209,7 +226,7 @@ class Scheduler(wiring.Component):
             m.d.sync += r.eq(0)
             with m.If(loading_bias):
                 m.d.comb += next_row_block.eq(1)
-            with m.Elif(k == p.k_blocks - 1):
+            with m.Elif(k == Mux(lay == 0, p.k_blocks, Cat(0, p.row_blocks)) - 1):
                 m.d.sync += k.eq(0)
                 m.d.comb += next_row_block.eq(1)
             with m.Else():
@@ -223,9 +240,12 @@ class Scheduler(wiring.Component):
                     m.d.sync += [sel.eq(sel + 1), ii.eq(ii)]
                     with m.If(sel == S - 1):
                         m.d.sync += [sel.eq(0), ii.eq(ii + 1)]
+            # stacked: after a layer's last row block, the next layer (and subset) from row block 0
+            with m.If(p.stacked & (ii * K + cl + 1 == p.row_blocks)):
+                m.d.sync += [cl.eq(0), ii.eq(0), lay.eq(lay + 1)]
         phase_end = (received + word_valid == total) & (loading_a | loading_bias)
         with m.If((phase == Phase.CHECK) | phase_end):
-            m.d.sync += [issued.eq(0), received.eq(0), r.eq(0), k.eq(0), cl.eq(0), sel.eq(0), ii.eq(0)]
+            m.d.sync += [issued.eq(0), received.eq(0), r.eq(0), k.eq(0), cl.eq(0), sel.eq(0), ii.eq(0), lay.eq(0)]
         with m.If(phase_end & loading_a):
             m.d.sync += phase.eq(Phase.LOAD_BIAS)
         with m.If(phase_end & loading_bias):
@@ -248,13 +268,18 @@ class Scheduler(wiring.Component):
             m.d.comb += [out.valid.eq((phase == Phase.RUN) & ~exhausted[s]),
                          out.payload.step.eq(Mux(p.conventional, conv_step, n)), out.payload.column_block.eq(j)]
             with m.If(entering_run):
-                m.d.sync += [g0.eq(0), n.eq(s + 1), j.eq(0),
-                             exhausted[s].eq(Mux(p.conventional, ~has_rows[s], s + 1 > p.steps))]
+                m.d.sync += [g0.eq(0), n.eq(Mux(p.stacked, 1, s + 1)), j.eq(0),
+                             exhausted[s].eq(Mux(p.conventional, ~has_rows[s],
+                                                 Mux(p.stacked, p.layers <= s, s + 1 > p.steps)))]
             with m.If(out.valid & out.ready):
                 with m.If(p.conventional):
                     m.d.sync += j.eq(j + 1)
                     with m.If(j + 1 == p.col_blocks):
                         m.d.sync += [j.eq(0), exhausted[s].eq(1)]
+                with m.Elif(p.stacked):         # every column block of step n, then step n + 1
+                    m.d.sync += j.eq(j + 1)
+                    with m.If(j + 1 == p.col_blocks):
+                        m.d.sync += [j.eq(0), n.eq(n + 1), exhausted[s].eq(n == p.steps)]
                 with m.Elif((j + 1 != p.col_blocks) & (j + 1 != g0 + G)):
                     m.d.sync += j.eq(j + 1)
                 with m.Elif(n + S <= p.steps):

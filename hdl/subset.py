@@ -111,6 +111,14 @@ class Subset(wiring.Component):
     (again, as a GEMM that keeps nothing on chip would), then h_{n-1} from memory (where the previous
     step wrote it) and x_t; its outputs go to memory only.
 
+    In a stacked run (``params.stacked``) subset s is layer s, with its own A tiles, bias, LUT and shift
+    (``upper_shift[s - 1]``). It runs every column block of step 1, then of step 2, …; its inputs are
+    [h^s_{t-1}; x^s_t]: h^s_0 from memory (layer s's h0 block), later h^s_{t-1} from the subset's own
+    *loop RAM*, where its outputs of step t-1 wait (two step slots, t mod 2; the compute side reads it
+    directly); x^0_t from memory, x^s_t (s ≥ 1) from the ring — layer s-1's h_t. An item of step t > 1
+    starts only when step t-1 of its column block has left the output queue. Outputs go to the loop RAM
+    (steps < L), to the ring (layers below the top) and to memory (the top layer).
+
     Members
     -------
     params : run-time parameters (stable while running).
@@ -203,6 +211,13 @@ class Subset(wiring.Component):
         written = Signal(range(KW + 1))
         a_left = Signal()                    # conventional: A tiles of this item still to arrive
 
+        # this subset's input row blocks: R + Ri, or R + R for a stacked layer s ≥ 1 (its x is h of layer s-1)
+        stacked = p.stacked
+        x_rows = Mux(stacked, p.row_blocks, p.input_blocks) if s_idx > 0 else p.input_blocks
+        kb = Signal.like(p.k_blocks)
+        m.d.sync += kb.eq(p.row_blocks + x_rows)
+        f_target = Signal(range(KW + 1))      # buffer words this item's fill writes
+
         do_take = (fill_state == FillState.IDLE) & self.items.valid & ~half_full.bit_select(fill_half, 1)
         do_fetch = self.fetch.req.valid & self.fetch.req.ready
         do_ring = self.ring_in.valid & self.ring_in.ready
@@ -210,7 +225,7 @@ class Subset(wiring.Component):
         resp_buffer = self.fetch.resp_valid & ~resp_tag.tile
         resp_tile = self.fetch.resp_valid & resp_tag.tile
         do_write = resp_buffer | do_ring
-        filled = ((fill_state == FillState.FILL) & (written + do_write == p.k_blocks * W)
+        filled = ((fill_state == FillState.FILL) & (written + do_write == f_target)
                   & ~(a_left & ~self.tile_done))
 
         m.d.comb += self.items.ready.eq(do_take)
@@ -220,15 +235,21 @@ class Subset(wiring.Component):
 
         first_step = f_step == 1
         x_phase = Mux(p.input_blocks != 0, FetchPhase.X, FetchPhase.NONE)
+        if s_idx > 0:                        # a stacked layer s ≥ 1 takes its x from the ring
+            x_phase = Mux(stacked, FetchPhase.NONE, x_phase)
+        h0_base = p.base_h0 + s_idx * p.h0_words if s_idx > 0 else p.base_h0    # layer s's h0 block
         with m.If(fill_state == FillState.SETUP):
             # h rows: h0 for step 1; in conventional mode, step n-1's output as written to memory
-            h_base = Mux(first_step, p.base_h0, p.base_out + _out_slot(p, f_step - 1) * p.batch_pad * p.row_blocks)
+            h_base = Mux(first_step, Mux(stacked, h0_base, p.base_h0),
+                         p.base_out + _out_slot(p, f_step - 1) * p.batch_pad * p.row_blocks)
             h_addr = h_base + f_cb * (W * p.row_blocks)
             x_addr = p.base_x + ((f_step - 1) * p.batch_pad + f_cb * W) * p.input_blocks
             m.d.sync += [
                 f_addr.eq(h_addr), f_h_addr.eq(h_addr), f_x_addr.eq(x_addr), f_k.eq(0), f_w.eq(0), written.eq(0),
                 f_rows.eq(p.row_blocks), f_row0.eq(0), ring_left.eq(0), a_left.eq(conv),
                 fill_state.eq(FillState.FILL),
+                # stacked, step > 1: h_{t-1} stays in the loop RAM, only x enters the buffer
+                f_target.eq(Mux(stacked & ~first_step, x_rows, kb) * W),
             ]
             with m.If(conv):
                 m.d.sync += [f_phase.eq(FetchPhase.A), f_addr.eq(p.base_a + s_idx * K * p.k_blocks * T)]
@@ -236,7 +257,10 @@ class Subset(wiring.Component):
                 m.d.sync += f_phase.eq(FetchPhase.H0)
             with m.Else():
                 m.d.sync += [f_phase.eq(x_phase), f_addr.eq(x_addr), f_rows.eq(p.input_blocks),
-                             f_row0.eq(p.row_blocks), ring_left.eq(p.row_blocks * W)]
+                             f_row0.eq(p.row_blocks), ring_left.eq(Mux(stacked, 0, p.row_blocks * W))]
+            if s_idx > 0:
+                with m.If(stacked):          # x_t of layer s, every step: layer s-1's h_t over the ring
+                    m.d.sync += ring_left.eq(p.row_blocks * W)
         with m.If(self.tile_done):
             m.d.sync += a_left.eq(0)
 
@@ -293,7 +317,9 @@ class Subset(wiring.Component):
         with m.If(self.fetch.resp_valid):
             m.d.comb += [buf_wr.addr.eq(resp_tag.addr), buf_wr.data.eq(self.fetch.resp_data)]
         with m.Else():
-            m.d.comb += [buf_wr.addr.eq(fill_half * KW + ring.row_block * W + ring.column),
+            # ring words are h rows (row 0 on), or in a stacked run x rows (row R on)
+            ring_row = ring.row_block + Mux(stacked, p.row_blocks, 0) if s_idx > 0 else ring.row_block
+            m.d.comb += [buf_wr.addr.eq(fill_half * KW + ring_row * W + ring.column),
                          buf_wr.data.eq(ring.data)]
         m.d.comb += buf_wr.en.eq(do_write)
         with m.If(do_ring):
@@ -319,10 +345,14 @@ class Subset(wiring.Component):
         cw = Signal(range(W))
         ck = Signal(range(cfg.max_k_blocks))
         cmp_ready = half_full.bit_select(cmp_half, 1)
-        do_start = ~running & cmp_ready & inflight.w_rdy
+        start_step = Mux(cmp_half, half_step[1], half_step[0])
+        run_cb = Mux(cmp_half, half_cb[1], half_cb[0])
+        # stacked: step t-1 of this column block must have left (items finish in order, J apart)
+        loop_ok = ~stacked | (start_step == 1) | (inflight.level < p.col_blocks)
+        do_start = ~running & cmp_ready & inflight.w_rdy & loop_ok
         group_start = ck == 0
         do_issue = running & (~group_start | (credits != 0))
-        last_k = ck == p.k_blocks - 1
+        last_k = ck == kb - 1
         rounds = Signal.like(p.cluster_row_blocks)      # local row blocks per cluster in this subset
         m.d.sync += rounds.eq(Mux(conv, _rounds(p, s_idx, cfg), p.cluster_row_blocks))
         item_done = do_issue & last_k & (cw == W - 1) & (ii == rounds - 1)
@@ -346,6 +376,19 @@ class Subset(wiring.Component):
                     m.d.sync += half_full[h].eq(0)
 
         m.d.comb += buf_rd.addr.eq(cmp_half * KW + ck * W + cw)
+        column = buf_rd.data
+        loop = None
+        if cfg.subsets > 1:
+            # ---- loop RAM (stacked runs): h_t of this layer, slot t mod 2, column block, row block, column
+            cb_bits = (cfg.max_col_blocks - 1).bit_length()
+            rb_bits = (cfg.max_row_blocks - 1).bit_length()
+            depth = 2 * cfg.column_width << (cb_bits + rb_bits)
+            m.submodules.loop = loop_ram = Memory(shape=column_layout(cfg), depth=depth, init=[])
+            loop, loop_rd = loop_ram.write_port(), loop_ram.read_port()
+            from_loop = Signal()
+            m.d.comb += loop_rd.addr.eq(Cat(cw, ck[:rb_bits], run_cb[:cb_bits], ~start_step[0]))
+            m.d.sync += from_loop.eq(stacked & (start_step != 1) & (ck < p.row_blocks))    # aligned with the data
+            column = Mux(from_loop, loop_rd.data, buf_rd.data)
         first_row = Signal(range(cfg.max_row_blocks + cfg.subsets * K + 1))   # row block of cluster 0 now
         m.d.comb += first_row.eq(Mux(conv, (ii * cfg.subsets + s_idx) * K, ii * K))
         rows_left = p.row_blocks - first_row
@@ -363,17 +406,18 @@ class Subset(wiring.Component):
             clusters.append(cl)
             m.d.comb += [
                 cl.load_tile_en.eq(Mux(conv, resp_tile & tile_word & (a_recv.c == c),
-                                       self.load_tile_en & (self.load_cluster == c))),
+                                       self.load_tile_en & (self.load_cluster == c)
+                                       & (self.load_all | (self.load_subset == s_idx)))),
                 cl.load_addr.eq(Mux(conv, a_recv.ii * cfg.max_k_blocks + a_recv.k, self.load_addr)),
                 cl.load_tile.eq(Mux(conv, own_tile, self.load_tile)),
                 cl.load_bias_en.eq(self.load_bias_en & (self.load_cluster == c)
                                    & (self.load_all | (self.load_subset == s_idx))),
                 cl.load_bias_addr.eq(self.load_bias_addr), cl.load_bias.eq(self.load_bias),
                 cl.lut_we.eq(self.lut_we), cl.lut_addr.eq(self.lut_addr), cl.lut_data.eq(self.lut_data),
-                cl.shift.eq(p.shift),
+                cl.shift.eq(Mux(stacked, p.upper_shift[s_idx - 1], p.shift) if s_idx > 0 else p.shift),
                 cl.issue.eq(do_issue), cl.rf_addr.eq(ii * cfg.max_k_blocks + ck), cl.bias_addr.eq(ii),
                 cl.first.eq(group_start), cl.last.eq(last_k),
-                cl.column.eq(buf_rd.data),
+                cl.column.eq(column),
             ]
 
         # the (row block, column, last-of-item) of each group travels beside the cluster pipeline
@@ -401,9 +445,12 @@ class Subset(wiring.Component):
         sent_ring, sent_mem = Signal(), Signal()
         row_block = Mux(conv, (head.ii * cfg.subsets + s_idx) * K, head.ii * K) + oc
         present = row_block < p.row_blocks
-        # conventional: every step goes to memory (the next step reads it back); nothing on the ring
-        to_ring = ~conv & (item.step != p.steps)
-        to_mem = conv | p.all_steps | (item.step == p.steps)
+        # conventional: every step goes to memory (the next step reads it back); nothing on the ring.
+        # stacked: layers below the top send every step on (layer s+1's x); only the top layer writes.
+        top = p.layers == s_idx + 1
+        to_ring = Mux(stacked, ~top, ~conv & (item.step != p.steps))
+        kept = p.all_steps | (item.step == p.steps)
+        to_mem = Mux(stacked, top & kept, conv | kept)
         t_out = Signal.like(item.step)
         m.d.comb += t_out.eq(_out_slot(p, item.step))
         out_addr = p.base_out + ((t_out * p.batch_pad + item.column_block * W + head.w) * p.row_blocks
@@ -425,6 +472,10 @@ class Subset(wiring.Component):
         group_done = word_done & (oc == K - 1)
         trace_now = group_done & head.last_item
 
+        if loop is not None:                 # stacked: h_t of this layer, for its step t + 1
+            m.d.comb += [loop.en.eq(word_done & present & stacked & (item.step != p.steps)),
+                         loop.addr.eq(Cat(head.w, row_block[:rb_bits], item.column_block[:cb_bits], item.step[0])),
+                         loop.data.eq(head.words[oc])]
         with m.If(word_done):
             m.d.sync += [sent_ring.eq(0), sent_mem.eq(0), oc.eq(oc + 1)]
             with m.If(oc == K - 1):

@@ -87,7 +87,8 @@ class Top(wiring.Component):
                 sub.load_bias_en.eq(sched.load_bias_en), sub.load_bias_addr.eq(sched.load_bias_addr),
                 sub.load_all.eq(sched.load_all), sub.load_subset.eq(sched.load_subset),
                 sub.load_bias.eq(sched.load_bias),
-                sub.lut_we.eq(host.lut_we), sub.lut_addr.eq(host.lut_addr), sub.lut_data.eq(host.lut_data),
+                sub.lut_we.eq(host.lut_we & ((host.lut_subset == 0) | (host.lut_subset == s + 1))),
+                sub.lut_addr.eq(host.lut_addr), sub.lut_data.eq(host.lut_data),
                 sub.trace_addr.eq(host.trace_index),
                 host.trace_counts[s].eq(sub.trace_count),
             ]

@@ -73,8 +73,17 @@ def requantize(acc, shift: int, acc_width: int) -> tuple[np.ndarray, np.ndarray]
 def run_golden(w: Workload, acc_width: int = 32, last_only: bool = False) -> GoldenResult:
     """Run the contract on ``w``; ``acc_width`` is the build's accumulator width (``Config.acc_width``).
 
-    Returns every step's h, or only h_L when ``last_only``, and the sticky overflow flag.
+    Returns every step's h, or only h_L when ``last_only``, and the sticky overflow flag. A stacked
+    workload runs PyTorch's multi-layer semantics: layer k's x_t is layer k-1's h_t, each layer with its own
+    weights, bias, h0, shift and LUT; h is the top layer's and the flag covers every layer.
     """
+    if w.upper:
+        overflow, h = False, None
+        for k in range(w.layers):
+            top = k == w.layers - 1
+            result = run_golden(w.layer(k, h), acc_width, last_only=last_only and top)
+            h, overflow = result.h, overflow or result.overflow
+        return GoldenResult(h=h, overflow=overflow)
     weight_hh_t = w.weight_hh.astype(np.int64).T
     weight_ih_t = w.weight_ih.astype(np.int64).T
     bias = w.bias.astype(np.int64)

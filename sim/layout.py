@@ -12,6 +12,11 @@ address rules (``hdl/scheduler.py``, ``hdl/subset.py``) read these regions:
   (step n + 1 reads step n back); a last-only conventional run uses two step slots in turn (ping-pong),
   step n in slot (n − 1) mod 2.
 
+Stacked workloads (N layers, layer k on subset k) place every layer's A tiles one layer after the
+other (layer k ≥ 1 has Kin = 2R: its inputs are layer k-1's H features), N bias blocks of 4R words,
+and N h0 blocks of J·W·R words (layer k's at ``base_h0 + k·J·W·R``); x is layer 0's, out the top
+layer's. A layer without a bias in a stack with one gets zeros.
+
 Padding is zero (weights, inputs, h0); padded rows and columns of A are zero, so padded features never
 reach a real output, and the driver strips padded batch rows and features.
 """
@@ -39,6 +44,7 @@ class Layout:
     last_only: bool
     conventional: bool
     has_bias: bool
+    layers: int
     base_a: int
     base_bias: int
     base_h0: int
@@ -81,6 +87,16 @@ def check_fits(cfg: Config, w: Workload) -> None:
                         f"use a shift from 0 to {cfg.acc_width}")
     if w.steps >= 1 << 24:
         raise UserError(f"workload steps {w.steps} exceeds the hardware's limit of {(1 << 24) - 1}")
+    if w.layers > cfg.subsets:
+        raise UserError(f"workload has {w.layers} stacked layers but this build has subsets={cfg.subsets} "
+                        f"(one subset per layer); use a build with subsets ≥ {w.layers}")
+    if w.layers > 1 and w.hidden > cfg.max_input:
+        raise UserError(f"stacked layers 1..{w.layers - 1} take H={w.hidden} inputs but this build has "
+                        f"max_input={cfg.max_input}; use a build with max_input ≥ {w.hidden}")
+    for k, u in enumerate(w.upper, start=1):
+        if u.shift > cfg.acc_width:
+            raise UserError(f"workload shift_l{k} {u.shift} exceeds this build's acc_width={cfg.acc_width}; "
+                            f"use a shift from 0 to {cfg.acc_width}")
 
 
 MODES = ("pipelined", "conventional")
@@ -92,13 +108,17 @@ def plan(cfg: Config, w: Workload, last_only: bool = False, mode: str = "pipelin
         raise UserError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     conventional = mode == "conventional"
     check_fits(cfg, w)
-    T, W = cfg.tile, cfg.column_width
+    if conventional and w.layers > 1:
+        raise UserError(f"mode conventional runs one layer; a stacked workload ({w.layers} layers) runs in "
+                        "mode pipelined")
+    T, W, N = cfg.tile, cfg.column_width, w.layers
     R, Ri, J = ceil_div(w.hidden, T), ceil_div(w.input, T), ceil_div(w.batch, W)
     Bp = J * W
+    has_bias = w.has_bias or any(u.has_bias for u in w.upper)
     sizes = {
-        "a": R * (R + Ri) * T,
-        "bias": 4 * R if w.has_bias else 0,
-        "h0": Bp * R,
+        "a": R * (R + Ri + (N - 1) * 2 * R) * T,
+        "bias": 4 * R * N if has_bias else 0,
+        "h0": Bp * R * N,
         "x": w.steps * Bp * Ri,
         "out": (w.steps if not last_only else 2 if conventional and w.steps > 1 else 1) * Bp * R,
     }
@@ -108,25 +128,28 @@ def plan(cfg: Config, w: Workload, last_only: bool = False, mode: str = "pipelin
     if at > cfg.mem_words:
         raise UserError(f"workload needs {at} words of memory but this build has mem_words={cfg.mem_words}; "
                         f"use fewer steps, --last-only, or a build with mem_words ≥ {1 << (at - 1).bit_length()}")
-    return Layout(R, Ri, J, Bp, w.steps, last_only, conventional, w.has_bias, bases["a"], bases["bias"], bases["h0"],
-                  bases["x"], bases["out"], at)
+    return Layout(R, Ri, J, Bp, w.steps, last_only, conventional, has_bias, N, bases["a"], bases["bias"],
+                  bases["h0"], bases["x"], bases["out"], at)
 
 
 def pack(cfg: Config, w: Workload, lay: Layout) -> dict[int, np.ndarray]:
     """The memory image of a run: {base address: (n, T) uint8 words}."""
     T = cfg.tile
-    R, Ri, Kin, Bp = lay.row_blocks, lay.input_blocks, lay.k_blocks, lay.batch_pad
-    a = np.zeros((R * T, Kin * T), np.int8)
-    a[:w.hidden, :w.hidden] = w.weight_hh
-    a[:w.hidden, R * T:R * T + w.input] = w.weight_ih
-    tiles = a.reshape(R, T, Kin, T).transpose(0, 2, 1, 3)          # (i, k, row, col)
-    image = {lay.base_a: tiles.reshape(-1, T)}
+    R, Ri, Bp = lay.row_blocks, lay.input_blocks, lay.batch_pad
+    layers = [w] + list(w.upper)                    # weight_hh, weight_ih, bias, h0 of every layer
+    tiles, bias, h0 = [], np.zeros((len(layers), R * T), "<i4"), np.zeros((len(layers), Bp, R * T), np.int8)
+    for k, layer in enumerate(layers):
+        inputs = layer.weight_ih.shape[1]
+        kin = R + (Ri if k == 0 else R)
+        a = np.zeros((R * T, kin * T), np.int8)
+        a[:w.hidden, :w.hidden] = layer.weight_hh
+        a[:w.hidden, R * T:R * T + inputs] = layer.weight_ih
+        tiles.append(a.reshape(R, T, kin, T).transpose(0, 2, 1, 3).reshape(-1, T))   # (i, k, row, col)
+        bias[k, :w.hidden] = layer.bias
+        h0[k, :w.batch, :w.hidden] = layer.h0
+    image = {lay.base_a: np.concatenate(tiles)}
     if lay.has_bias:
-        bias = np.zeros(R * T, "<i4")
-        bias[:w.hidden] = w.bias
         image[lay.base_bias] = bias.view(np.uint8).reshape(-1, T)
-    h0 = np.zeros((Bp, R * T), np.int8)
-    h0[:w.batch, :w.hidden] = w.h0
     image[lay.base_h0] = h0.reshape(-1, T)
     if Ri:
         x = np.zeros((w.steps, Bp, Ri * T), np.int8)

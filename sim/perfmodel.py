@@ -126,13 +126,16 @@ def _active_subsets(cfg: Config, R: int) -> int:
 
 
 def traffic(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has_bias: bool, last_only: bool,
-            mode: str) -> dict[str, int]:
+            mode: str, layers: int = 1) -> dict[str, int]:
     """Memory words each traffic counter of the hardware reads for this run, and the MACs it does.
 
     Keys are the RTL's counter names: ``read_a``, ``read_bias``, ``read_h0``, ``read_h``, ``read_x``,
     ``write_out``, ``macs``. Sizes are padded as the hardware moves them (R·T features, J·W columns).
 
     * pipelined: A once (LOAD_A), h0 once, x once per step, outputs of every step (or of the last).
+    * stacked (``layers`` N > 1, pipelined only): every layer's A once (layers ≥ 1 have Kin = 2R), N bias
+      blocks, N h0 blocks; layer k-1's h reaches layer k over the ring and each layer's own h stays in its
+      subset, so nothing else moves.
     * conventional: A again for every output tile, i.e. every subset reads its row blocks' tiles for
       each (step, column block); each subset that owns a row block reads the whole h (h0, then step
       n − 1's output from memory) and x for each of its items; every step's output is written.
@@ -141,9 +144,12 @@ def traffic(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has
     sh = _shape(cfg, hidden, input, batch, steps)
     R, Ri, J, L, Kin = sh.R, sh.Ri, sh.J, sh.L, sh.Kin
     T, W = cfg.tile, cfg.column_width
-    out = {"macs": L * J * W * Kin * R * T * T, "read_bias": BIAS_WORDS * R if has_bias else 0}
+    if conventional and layers > 1:
+        raise ValueError("stacked layers run in pipelined mode only")
+    Kall = Kin + (layers - 1) * 2 * R              # input row blocks summed over the layers
+    out = {"macs": L * J * W * Kall * R * T * T, "read_bias": BIAS_WORDS * R * layers if has_bias else 0}
     if not conventional:
-        out.update(read_a=R * Kin * T, read_h0=J * W * R, read_h=0, read_x=L * J * W * Ri,
+        out.update(read_a=R * Kall * T, read_h0=layers * J * W * R, read_h=0, read_x=L * J * W * Ri,
                    write_out=(1 if last_only else L) * J * W * R)
     else:
         active = _active_subsets(cfg, R)

@@ -46,10 +46,11 @@ model (RMS h error 0.020 against 0.016): every weight error recurs at every step
 
 Stacked layers: layer k ≥ 1 takes layer k-1's int8 h as its x unchanged (its s_x is layer k-1's s_h),
 so a stack is a chain of contract runs with no extra requantization; :meth:`QuantizedRNN.run_golden`
-chains :func:`sim.golden.run_golden` that way. The hardware runs one layer per workload for now. A
-stacked workload file (:func:`save_stacked`) holds layer 0 under the plain workload keys of DESIGN.md
-§5 and layer k ≥ 1 under the same keys with the suffix ``_l<k>`` (``weight_hh_l1``, ``weight_ih_l1``,
-``bias_l1``, ``h0_l1``, ``shift_l1``, ``lut_l1``; no ``x_l<k>``: that is layer k-1's output).
+chains :func:`sim.golden.run_golden` that way, and so does the hardware (one subset per layer). A
+stacked workload (:meth:`QuantizedRNN.workload`, written by :func:`save_stacked`) holds layer 0 under
+the plain workload keys of DESIGN.md §5 and layer k ≥ 1 under the same keys with the suffix ``_l<k>``
+(``weight_hh_l1``, ``weight_ih_l1``, ``bias_l1``, ``h0_l1``, ``shift_l1``, ``lut_l1``; no ``x_l<k>``:
+that is layer k-1's output); see :mod:`sim.workload`.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ import numpy as np
 
 from hdl.config import Config, UserError
 from sim.golden import run_golden
-from sim.workload import MAX_SHIFT, Workload, _read_npz, _write_npz, save_workload, tanh_lut
+from sim.workload import MAX_SHIFT, Layer, Workload, _read_npz, save_workload, tanh_lut
 
 __all__ = ["FloatLayer", "Scales", "QuantizedLayer", "QuantizedRNN", "Error", "parse_state", "load_model",
            "load_calibration", "rnn_float", "quantize", "quantization_error", "save_stacked", "cmd_import"]
@@ -340,9 +341,14 @@ class QuantizedRNN:
         return [_to_int8(np.asarray(h0[k], np.float64), layer.scales.h) for k, layer in enumerate(self.layers)]
 
     def workload(self, x: np.ndarray, h0: np.ndarray | None = None) -> Workload:
-        """Layer 0's contract run on float inputs ``x`` (L, B, I) and float ``h0`` (N, B, H) (zeros)."""
+        """The stack's contract run on float inputs ``x`` (L, B, I) and float ``h0`` (N, B, H) (zeros):
+        layer 0 with its inputs, layers k ≥ 1 as its stacked :class:`~sim.workload.Layer` s."""
         xq = self.quantize_x(x)
-        return self.layers[0].workload(xq, self.quantize_h0(h0, xq.shape[1])[0])
+        h0q = self.quantize_h0(h0, xq.shape[1])
+        upper = tuple(Layer(weight_hh=u.weight_hh, weight_ih=u.weight_ih, bias=u.bias, h0=h0q[k], shift=u.shift,
+                            lut=u.lut, has_bias=u.has_bias) for k, u in enumerate(self.layers[1:], start=1))
+        w = self.layers[0].workload(xq, h0q[0])
+        return Workload(w.weight_hh, w.weight_ih, w.bias, w.h0, w.x, w.steps, w.shift, w.lut, w.has_bias, upper)
 
     def run_golden(self, x: np.ndarray, h0: np.ndarray | None = None, *, acc_width: int = Config().acc_width,
                    last_only: bool = False) -> tuple[list[np.ndarray], bool]:
@@ -436,21 +442,7 @@ def quantization_error(q: QuantizedRNN, layers: list[FloatLayer], x: np.ndarray,
 def save_stacked(q: QuantizedRNN, x: np.ndarray, path, h0: np.ndarray | None = None) -> None:
     """Write the stack run on float ``x`` as a workload file: layer 0 under the plain keys (a one-layer
     stack is an ordinary workload), layer k ≥ 1 under ``<key>_l<k>`` (see the module docstring)."""
-    w = q.workload(x, h0)
-    if len(q.layers) == 1:
-        save_workload(w, path)
-        return
-    arrays = {"weight_hh": w.weight_hh, "weight_ih": w.weight_ih, "x": w.x, "h0": w.h0,
-              "steps": np.int64(w.steps), "shift": np.int64(w.shift), "lut": w.lut}
-    if w.has_bias:
-        arrays["bias"] = w.bias
-    h0q = q.quantize_h0(h0, w.batch)
-    for k, layer in enumerate(q.layers[1:], start=1):
-        arrays |= {f"weight_hh_l{k}": layer.weight_hh, f"weight_ih_l{k}": layer.weight_ih,
-                   f"h0_l{k}": h0q[k], f"shift_l{k}": np.int64(layer.shift), f"lut_l{k}": layer.lut}
-        if layer.has_bias:
-            arrays[f"bias_l{k}"] = layer.bias
-    _write_npz(path, arrays, "workload")
+    save_workload(q.workload(x, h0), path)
 
 
 # ---- CLI ----------------------------------------------------------------------------------------
@@ -479,5 +471,5 @@ def cmd_import(args) -> int:
     if overflow:
         print("warning  the accumulator saturated on the calibration run (see the overflow flag)")
     print(f"wrote {args.out}" + ("" if len(layers) == 1 else
-          f" (stacked: layers 1..{len(layers) - 1} under _l<k> keys; run and golden read one layer only)"))
+          f" (stacked: layers 1..{len(layers) - 1} under _l<k> keys, one subset per layer in hardware)"))
     return 0

@@ -119,8 +119,9 @@ def timeout_cycles(cfg: Config, w: Workload) -> int:
     """A bound no legal run reaches: every MAC issue and memory word serialized, four times over."""
     T, W = cfg.tile, cfg.column_width
     R, Ri, J = ceil_div(w.hidden, T), ceil_div(w.input, T), ceil_div(w.batch, W)
-    issues = w.steps * J * ceil_div(R, cfg.clusters) * (R + Ri) * W
-    words = R * (R + Ri) * T * (1 + w.steps * J) + 4 * R + w.steps * J * W * (R + Ri + R) * cfg.subsets
+    k_all = R + Ri + (w.layers - 1) * 2 * R           # input row blocks over every stacked layer
+    issues = w.steps * J * ceil_div(R, cfg.clusters) * k_all * W
+    words = R * k_all * T * (1 + w.steps * J) + 4 * R * w.layers + w.steps * J * W * (k_all + R) * cfg.subsets
     return 4 * (issues + words * (cfg.mem_latency + 1)) + 2 * cfg.watchdog_cycles + 20_000
 
 
@@ -219,7 +220,8 @@ def summary(res: RunResult) -> str:
         f"= {cfg.mac_units} MAC units, W={cfg.column_width}, ring FIFO {cfg.fifo_depth} words, "
         f"memory {cfg.mem_bandwidth} words/cycle, latency {cfg.mem_latency}",
         f"workload H={w.hidden} I={w.input} B={w.batch} L={w.steps} shift={w.shift} "
-        f"bias={'yes' if w.has_bias else 'no'}{' (last step only)' if res.last_only else ''}, mode {res.mode}",
+        f"bias={'yes' if w.has_bias else 'no'}{f', {w.layers} stacked layers' if w.upper else ''}"
+        f"{' (last step only)' if res.last_only else ''}, mode {res.mode}",
         f"verilator build {'cached' if res.build.cached else f'{res.build.seconds:.1f} s'}, "
         f"simulation {res.sim_seconds:.1f} s",
     ]

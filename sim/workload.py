@@ -11,6 +11,12 @@ are refused with the same message. Dtypes are checked exactly — an int64 array
 silently, even when its values would fit — because a silent cast is how a test ends up comparing the
 hardware against numbers the user never meant.
 
+A stacked workload (``num_layers`` ≥ 2, PyTorch's multi-layer ``nn.RNN``) adds one :class:`Layer` per
+layer k ≥ 1 under the same keys with the suffix ``_l<k>``: ``weight_hh_l<k>`` (H, H), ``weight_ih_l<k>``
+(H, H), ``bias_l<k>`` (H,) int32 (optional), ``h0_l<k>`` (B, H) (optional: zeros), ``shift_l<k>``,
+``lut_l<k>``. Layer k's ``x_t`` is layer k-1's ``h_t`` (no ``x_l<k>`` key); every layer has layer 0's H
+(as in ``torch.nn.RNN``). The output is the top layer's h.
+
 A result file holds ``h`` — (L, B, H) int8, or (1, B, H) when only the last step was kept — plus one
 scalar int64 key per counter and a scalar bool ``last_only``.
 """
@@ -21,6 +27,7 @@ import math
 import operator
 import os
 import pickle
+import re
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -30,7 +37,7 @@ import numpy as np
 from hdl.config import UserError
 
 __all__ = [
-    "Workload", "load_workload", "save_workload", "random_workload", "tanh_lut",
+    "Workload", "Layer", "LAYER_KEYS", "load_workload", "save_workload", "random_workload", "tanh_lut",
     "Result", "save_result", "load_result", "cmd_make_workload", "MAX_SHIFT", "MAX_DIM",
 ]
 
@@ -41,6 +48,9 @@ MAX_SHIFT = 47
 MAX_DIM = 4096
 
 _KEYS = ("weight_hh", "weight_ih", "bias", "h0", "x", "steps", "shift", "lut")
+#: the keys a stacked layer k ≥ 1 has, each written ``<key>_l<k>``
+LAYER_KEYS = ("weight_hh", "weight_ih", "bias", "h0", "shift", "lut")
+_LAYER_KEY = re.compile(r"^(?P<key>" + "|".join(LAYER_KEYS) + r")_l(?P<layer>[1-9]\d*)$")
 _REQUIRED = ("weight_hh", "h0", "shift", "lut")
 _RESULT_RESERVED = ("h", "last_only")
 
@@ -94,6 +104,23 @@ def _check_int(key: str, value, low: int, high: int | None) -> int:
 
 
 @dataclass(frozen=True, eq=False)
+class Layer:
+    """One stacked layer k ≥ 1: its own weights, bias, initial state, shift and LUT; its x is layer k-1's h.
+
+    Members are those of :class:`Workload` without ``x`` and ``steps`` (the stack's); ``weight_ih`` is
+    (H, H). A :class:`Workload` checks its layers against its own H and B when it is built.
+    """
+
+    weight_hh: np.ndarray
+    weight_ih: np.ndarray
+    bias: np.ndarray
+    h0: np.ndarray
+    shift: int
+    lut: np.ndarray
+    has_bias: bool = field(default=True)
+
+
+@dataclass(frozen=True, eq=False)
 class Workload:
     """One recurrent run: weights, initial state, inputs and the requantize/activation parameters.
 
@@ -108,6 +135,7 @@ class Workload:
     shift : requantization shift, 0..47.
     lut : (256,) int8 activation; ``lut[q + 128]`` is the output for requantized value ``q``.
     has_bias : whether the workload carries a bias (written to / read from the file).
+    upper : the stacked layers 1..N-1 (:class:`Layer`), empty for one layer; the output is layer N-1's h.
 
     Construction validates everything and raises :class:`UserError` naming the field; the arrays are
     stored as read-only copies, so a workload cannot change under a model that holds it.
@@ -122,6 +150,7 @@ class Workload:
     shift: int
     lut: np.ndarray
     has_bias: bool = field(default=True)
+    upper: tuple = field(default=())
 
     def __post_init__(self):
         def put(name, value):
@@ -176,6 +205,22 @@ class Workload:
 
         put("shift", _check_int("shift", self.shift, 0, MAX_SHIFT))
         put("lut", _check_array("lut", self.lut, np.int8, (256,), "one int8 output per int8 input"))
+        if not isinstance(self.upper, tuple | list) or not all(isinstance(u, Layer) for u in self.upper):
+            raise UserError("workload field 'upper' must be a tuple of Layer (the stacked layers 1..N-1)")
+        put("upper", tuple(_check_layer(u, k, batch, hidden) for k, u in enumerate(self.upper, start=1)))
+
+    @property
+    def layers(self) -> int:
+        """N, stacked layers (1 for a plain workload)."""
+        return 1 + len(self.upper)
+
+    def layer(self, k: int, x: np.ndarray | None) -> Workload:
+        """Layer ``k`` alone as a one-layer workload with inputs ``x`` (layer k-1's h for k ≥ 1)."""
+        if k == 0:
+            return Workload(self.weight_hh, self.weight_ih, self.bias, self.h0, self.x, self.steps, self.shift,
+                            self.lut, self.has_bias)
+        u = self.upper[k - 1]
+        return Workload(u.weight_hh, u.weight_ih, u.bias, u.h0, x, self.steps, u.shift, u.lut, u.has_bias)
 
     @property
     def hidden(self) -> int:
@@ -193,9 +238,31 @@ class Workload:
         return self.h0.shape[0]
 
     def summary(self) -> str:
-        """One line: H, I, B, L, shift and whether there is a bias."""
-        return (f"H={self.hidden} I={self.input} B={self.batch} L={self.steps} shift={self.shift} "
-                f"bias={'yes' if self.has_bias else 'no'}")
+        """One line: H, I, B, L, shift, whether there is a bias (and the layer count of a stack)."""
+        shifts = ",".join(str(s) for s in [self.shift] + [u.shift for u in self.upper])
+        return (f"H={self.hidden} I={self.input} B={self.batch} L={self.steps} shift={shifts} "
+                f"bias={'yes' if self.has_bias else 'no'}" + (f" layers={self.layers}" if self.upper else ""))
+
+
+def _check_layer(u: Layer, k: int, batch: int, hidden: int) -> Layer:
+    """Stacked layer ``k`` validated against the stack's B and H (messages name the ``_l<k>`` keys)."""
+    def key(name):
+        return f"{name}_l{k}"
+
+    if not isinstance(u.has_bias, bool):
+        raise UserError(f"layer {k} field 'has_bias' must be True or False, not {u.has_bias!r}")
+    where = f"H×H: every layer has layer 0's H={hidden}"
+    bias = _check_array(key("bias"), u.bias, np.int32, (hidden,), f"H with H={hidden}")
+    if not u.has_bias and bias.any():
+        raise UserError(f"workload key {key('bias')!r} must be all zeros when layer {k} has no bias")
+    return Layer(weight_hh=_check_array(key("weight_hh"), u.weight_hh, np.int8, (hidden, hidden), where),
+                 weight_ih=_check_array(key("weight_ih"), u.weight_ih, np.int8, (hidden, hidden),
+                                        f"{where}; its inputs are layer {k - 1}'s h"),
+                 bias=bias,
+                 h0=_check_array(key("h0"), u.h0, np.int8, (batch, hidden), "B×H with B, H from h0"),
+                 shift=_check_int(key("shift"), u.shift, 0, MAX_SHIFT),
+                 lut=_check_array(key("lut"), u.lut, np.int8, (256,), "one int8 output per int8 input"),
+                 has_bias=u.has_bias)
 
 
 # ---- workload files -----------------------------------------------------------------------------
@@ -236,9 +303,10 @@ def load_workload(path) -> Workload:
     Any problem raises :class:`UserError` naming the key, what it holds and what would work.
     """
     d = _read_npz(path, "workload")
-    unknown = sorted(set(d) - set(_KEYS))
+    unknown = sorted(k for k in set(d) - set(_KEYS) if not _LAYER_KEY.match(k))
     if unknown:
-        raise UserError(f"workload key {unknown[0]!r} is not a workload key; known keys: {', '.join(_KEYS)}")
+        raise UserError(f"workload key {unknown[0]!r} is not a workload key; known keys: {', '.join(_KEYS)}, "
+                        f"and {', '.join(LAYER_KEYS)} with the suffix _l<k> for stacked layers k ≥ 1")
     for key in _REQUIRED:
         if key not in d:
             raise UserError(f"workload key {key!r} is missing (required: {', '.join(_REQUIRED)})")
@@ -268,7 +336,28 @@ def load_workload(path) -> Workload:
         raise UserError("workload key 'steps' is missing: a workload without 'x' must say how many "
                         "steps to run (a scalar integer ≥ 1)")
     return Workload(weight_hh=d["weight_hh"], weight_ih=weight_ih, bias=bias, h0=h0, x=x, steps=steps,
-                    shift=d["shift"], lut=d["lut"], has_bias=has_bias)
+                    shift=d["shift"], lut=d["lut"], has_bias=has_bias, upper=_load_layers(d, h0))
+
+
+def _load_layers(d: dict[str, np.ndarray], h0) -> tuple[Layer, ...]:
+    """The stacked layers of a workload file: keys ``<key>_l<k>``, k = 1..N-1 with no gaps."""
+    found = {int(m["layer"]) for m in map(_LAYER_KEY.match, d) if m}
+    if not found:
+        return ()
+    count = max(found)
+    hidden = h0.shape[1] if h0.ndim == 2 else 0
+    layers = []
+    for k in range(1, count + 1):
+        for name in ("weight_hh", "weight_ih", "shift", "lut"):
+            if f"{name}_l{k}" not in d:
+                raise UserError(f"workload key {name}_l{k!s} is missing (the file has keys of layer {count}, "
+                                f"so layers 1..{count} need weight_hh, weight_ih, shift and lut)")
+        has_bias = f"bias_l{k}" in d
+        layers.append(Layer(weight_hh=d[f"weight_hh_l{k}"], weight_ih=d[f"weight_ih_l{k}"],
+                            bias=d[f"bias_l{k}"] if has_bias else np.zeros(hidden, np.int32),
+                            h0=d.get(f"h0_l{k}", np.zeros(h0.shape, np.int8)), shift=d[f"shift_l{k}"],
+                            lut=d[f"lut_l{k}"], has_bias=has_bias))
+    return tuple(layers)
 
 
 def save_workload(w: Workload, path) -> None:
@@ -284,6 +373,11 @@ def save_workload(w: Workload, path) -> None:
         arrays["x"] = w.x
     if w.has_bias:
         arrays["bias"] = w.bias
+    for k, u in enumerate(w.upper, start=1):
+        arrays |= {f"weight_hh_l{k}": u.weight_hh, f"weight_ih_l{k}": u.weight_ih, f"h0_l{k}": u.h0,
+                   f"shift_l{k}": np.int64(u.shift), f"lut_l{k}": u.lut}
+        if u.has_bias:
+            arrays[f"bias_l{k}"] = u.bias
     _write_npz(path, arrays, "workload")
 
 
@@ -306,8 +400,8 @@ def tanh_lut(in_scale: float = 1 / 32, out_scale: float = 1 / 127) -> np.ndarray
     return lut
 
 
-def random_workload(hidden: int, input: int, batch: int, steps: int, seed: int, bias: bool = True
-                    ) -> Workload:
+def random_workload(hidden: int, input: int, batch: int, steps: int, seed: int, bias: bool = True,
+                    layers: int = 1) -> Workload:
     """A valid random workload, the same for the same arguments.
 
     Weights, ``h0`` and ``x`` are uniform over all of int8 (the full range exercises the datapath's
@@ -316,6 +410,10 @@ def random_workload(hidden: int, input: int, batch: int, steps: int, seed: int, 
     :func:`tanh_lut`'s default input scale, the knee of the tanh — so requantized values use the int8
     range without mostly clamping (a value clamps only beyond about 4 typical magnitudes). The bias is
     uniform in ±16 · 2^shift, i.e. up to ±0.5 at the tanh's input: visible, never dominant.
+
+    ``layers`` > 1 stacks layers 1..N-1 drawn the same way (their inputs are H wide); each has its own
+    shift and a LUT of its own slope (``tanh_lut(in_scale=(k + 1) / 32)``), so a layer that used another
+    layer's LUT or shift could not go unnoticed.
     """
     def need(name, value, low, high):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or not low <= value <= high:
@@ -326,6 +424,7 @@ def random_workload(hidden: int, input: int, batch: int, steps: int, seed: int, 
     need("batch", batch, 1, MAX_DIM)
     need("steps", steps, 1, 1 << 20)
     need("seed", seed, 0, (1 << 63) - 1)
+    need("layers", layers, 1, 16)
     rng = np.random.default_rng(seed)
 
     def int8(shape):
@@ -342,13 +441,26 @@ def random_workload(hidden: int, input: int, batch: int, steps: int, seed: int, 
         return math.sqrt(total / count) if count and total else 1.0
 
     operands = (h0,) if x is None else (h0, x)
-    typical = rms(weight_hh, weight_ih) * rms(*operands) * math.sqrt(hidden + input)
-    shift = min(MAX_SHIFT, max(0, round(math.log2(typical / 32))))
-    bound = 16 << shift
-    bias_values = (rng.integers(-bound, bound, size=hidden, endpoint=True).astype(np.int32) if bias
-                   else np.zeros(hidden, np.int32))
+
+    def bias_for(shift):
+        bound = 16 << shift
+        return (rng.integers(-bound, bound, size=hidden, endpoint=True).astype(np.int32) if bias
+                else np.zeros(hidden, np.int32))
+
+    def shift_for(*arrays):
+        typical = rms(*arrays[:2]) * rms(*arrays[2:]) * math.sqrt(arrays[0].shape[1] + arrays[1].shape[1])
+        return min(MAX_SHIFT, max(0, round(math.log2(typical / 32))))
+
+    shift = shift_for(weight_hh, weight_ih, *operands)
+    bias_values = bias_for(shift)
+    upper = []
+    for k in range(1, layers):
+        u_hh, u_ih, u_h0 = int8((hidden, hidden)), int8((hidden, hidden)), int8((batch, hidden))
+        u_shift = shift_for(u_hh, u_ih, u_h0)
+        upper.append(Layer(weight_hh=u_hh, weight_ih=u_ih, bias=bias_for(u_shift), h0=u_h0, shift=u_shift,
+                           lut=tanh_lut(in_scale=(k + 1) / 32), has_bias=bias))
     return Workload(weight_hh=weight_hh, weight_ih=weight_ih, bias=bias_values, h0=h0, x=x, steps=steps,
-                    shift=shift, lut=tanh_lut(), has_bias=bias)
+                    shift=shift, lut=tanh_lut(), has_bias=bias, upper=tuple(upper))
 
 
 # ---- results ------------------------------------------------------------------------------------

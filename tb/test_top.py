@@ -36,9 +36,12 @@ async def program(host: HostDriver, cfg: Config, run: dict, w, lay) -> None:
     """Load memory and the LUT, program the CSRs (then the run's raw CSR overrides and stall pattern)."""
     for base, words in pack(cfg, w, lay).items():
         await host.mem_write(base, words_to_ints(words))
-    await host.load_lut(w.lut)
+    await host.load_lut(w.lut)             # every subset; a stacked run's layer k (subset k) then its own
+    for k, layer in enumerate(w.upper, start=1):
+        await host.load_lut(layer.lut, subset=k)
     await host.program(hidden=w.hidden, input=w.input, batch=w.batch, steps=w.steps, shift=w.shift,
-                       all_steps=not lay.last_only, has_bias=w.has_bias, conventional=lay.conventional,
+                       upper_shifts=[layer.shift for layer in w.upper],
+                       all_steps=not lay.last_only, has_bias=lay.has_bias, conventional=lay.conventional,
                        bases={"a": lay.base_a, "bias": lay.base_bias, "h0": lay.base_h0, "x": lay.base_x,
                               "out": lay.base_out})
     for name, value in run.get("csr", {}).items():
