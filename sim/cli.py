@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--steps", type=_positive, required=True, help="L, time steps")
     q.add_argument("--seed", type=_non_negative, default=0, help="random seed")
     q.add_argument("--no-bias", action="store_true", help="leave the bias out")
+    q.add_argument("--layers", type=_positive, default=1,
+                   help="N stacked layers (PyTorch num_layers; the hardware runs layer k on subset k)")
     q.add_argument("--out", required=True, help="output .npz")
     q.set_defaults(handler="sim.workload:cmd_make_workload")
 

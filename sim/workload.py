@@ -527,7 +527,8 @@ def load_result(path) -> Result:
 
 def cmd_make_workload(args) -> int:
     """``rnnpipe make-workload``: write a random workload and print one line describing it."""
-    w = random_workload(args.hidden, args.input, args.batch, args.steps, args.seed, bias=not args.no_bias)
+    w = random_workload(args.hidden, args.input, args.batch, args.steps, args.seed, bias=not args.no_bias,
+                        layers=args.layers)
     save_workload(w, args.out)
     print(f"wrote {args.out}: {w.summary()} seed={args.seed}")
     return 0

@@ -28,6 +28,8 @@ SPECIAL_RW = {"FLAGS", "TRACE_SEL"}
 
 
 def field_width(name: str) -> int:
+    if name.startswith("shift_l"):              # SHIFT_L<k>: one element of upper_shift
+        return Shape.cast(run_request(CFG)["upper_shift"].shape.elem_shape).width
     return Shape.cast(run_request(CFG)[name].shape).width
 
 
@@ -95,7 +97,8 @@ def request_view(ctx, dut) -> dict[str, int]:
     """What the scheduler sees, by register name."""
     req = ctx.get(dut.request)
     out = {name.upper(): getattr(req, name) for name in run_request(CFG).members
-           if name not in FLAG_BITS}
+           if name not in FLAG_BITS and name != "upper_shift"}
+    out.update({f"SHIFT_L{k}": req.upper_shift[k - 1] for k in range(1, CFG.subsets)})
     out["FLAGS"] = sum(getattr(req, flag) << bit for flag, bit in FLAG_BITS.items())
     out["TRACE_SEL"] = ctx.get(dut.trace_subset) << 16 | ctx.get(dut.trace_index)
     return out
@@ -253,12 +256,12 @@ def test_lut_write_drives_lut_port_for_one_cycle():
         assert ctx.get(dut.lut_we) == 0
         for _ in range(20):
             index, value = rng.randrange(256), rng.randrange(256)
-            garbage = rng.getrandbits(16) << 16
+            high = rng.getrandbits(16) << 16          # bits 16..20 select the subset (+ 1), the rest is ignored
             burst = rng.randrange(1, 3)
             for k in range(burst):
-                await write(ctx, dut, "LUT", garbage | (index + k) % 256 << 8 | value ^ k)
-                assert (ctx.get(dut.lut_we), ctx.get(dut.lut_addr), ctx.get(dut.lut_data)) == \
-                       (1, (index + k) % 256, value ^ k)
+                await write(ctx, dut, "LUT", high | (index + k) % 256 << 8 | value ^ k)
+                assert (ctx.get(dut.lut_we), ctx.get(dut.lut_addr), ctx.get(dut.lut_data),
+                        ctx.get(dut.lut_subset)) == (1, (index + k) % 256, value ^ k, high >> 16 & 0x1F)
             if rng.randrange(2):
                 ctx.set(dut.csr_addr, REGS["LUT"].offset)   # addressed but not written
                 await ctx.tick()

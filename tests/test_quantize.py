@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from hdl.config import UserError
+from hdl.config import PRESETS, UserError
 from sim.cli import main
 from sim.golden import run_golden
 from sim.quantize import (
@@ -21,6 +21,7 @@ from sim.quantize import (
     rnn_float,
     save_stacked,
 )
+from sim.run import run_many
 from sim.workload import load_workload
 
 
@@ -222,6 +223,35 @@ def test_torch_rnn_matches_the_float_reference_and_the_dequantized_golden_model(
     hs, _ = q.run_golden(x)
     d = q.dequantize_h(hs[-1]) - out.numpy()
     assert np.sqrt(np.mean(d * d)) < 6 * q.layers[-1].scales.h and np.abs(d).max() < 1.0
+
+
+# ---- a stack on the hardware ---------------------------------------------------------------------
+
+def test_a_quantized_two_layer_rnn_runs_on_the_hardware_one_layer_per_subset():
+    """num_layers=2 (PyTorch semantics) through the RTL: bit-exact with the chained golden model and
+    within the quantization tolerance of the float stack (and of torch.nn.RNN where torch imports)."""
+    d = state(seed=12, hidden=8, inputs=8, layers=2)
+    layers, _ = parse_state(d)
+    x, h0 = inputs(12, steps=6, batch=5), np.random.default_rng(13).uniform(-0.5, 0.5, (2, 5, 8))
+    q = quantize(layers, inputs(14))
+    w = q.workload(x, h0)
+    assert w.layers == 2 and w.upper[0].shift == q.layers[1].shift
+    res = run_many(PRESETS["small"], [(w, False)])[0]
+    assert res.ok, res.mismatches[:5]
+    hs, _ = q.run_golden(x, h0)
+    np.testing.assert_array_equal(res.h, hs[-1])
+    ref = rnn_float(layers, x, h0)[-1]
+    err = q.dequantize_h(res.h) - ref
+    assert np.sqrt(np.mean(err * err)) < 6 * q.layers[-1].scales.h and np.abs(err).max() < 1.0
+    try:
+        import torch
+    except ImportError:
+        return
+    rnn = torch.nn.RNN(8, 8, num_layers=2, nonlinearity="tanh").double()
+    rnn.load_state_dict({k: torch.from_numpy(v) for k, v in d.items()})
+    with torch.no_grad():
+        out, _ = rnn(torch.from_numpy(x), torch.from_numpy(h0))
+    np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=1e-12)
 
 
 # ---- rnnpipe import -----------------------------------------------------------------------------

@@ -20,9 +20,10 @@ def _stall_sum(res, kind):
     return sum(res.counters[f"{kind}{s}"] for s in range(res.cfg.subsets))
 
 
-@pytest.mark.parametrize("mode", ["pipelined", "conventional"])
-def test_stalls_keep_results_exact_and_counters_consistent(mode):
-    w = random_workload(12, 6, 13, 5, seed=11)
+@pytest.mark.parametrize(("mode", "layers"), [("pipelined", 1), ("conventional", 1), ("pipelined", 2)])
+def test_stalls_keep_results_exact_and_counters_consistent(mode, layers):
+    # a stacked run's layers ≥ 1 take H inputs: H within max_input
+    w = random_workload(12 if layers == 1 else STALL_CFG.max_input, 6, 13, 5, seed=11, layers=layers)
     patterns = [{}, {"seed": 1, "mem": 64, "ring": 64}, {"seed": 2, "mem": 200}, {"seed": 3, "ring": 200},
                 {"seed": 4, "mem": 128, "ring": 128}]
     results = run_many(STALL_CFG, [(w, False, mode, {"stall": p} if p else {}) for p in patterns])
@@ -60,6 +61,10 @@ BAD = [
     ({"BATCH": STALL_CFG.max_batch + 1}, "BATCH"), ({"STEPS": 0}, "STEPS"),
     ({"SHIFT": STALL_CFG.acc_width + 1}, "SHIFT"), ({"BASE_X": STALL_CFG.mem_words - 3}, "REGION"),
     ({"STEPS": 1 << 20}, "REGION"), ({"BASE_OUT": 0}, "OVERLAP"),
+    # stacked layers: more than the subsets, in conventional mode, wider than max_input, a bad layer shift
+    ({"LAYERS": STALL_CFG.subsets + 1}, "LAYERS"), ({"LAYERS": 2, "FLAGS": 0b111}, "LAYERS"),
+    ({"LAYERS": 2, "HIDDEN": STALL_CFG.max_input + 1}, "INPUT"),
+    ({"LAYERS": 2, "SHIFT_L1": STALL_CFG.acc_width + 1}, "SHIFT"),
 ]
 
 

@@ -38,8 +38,9 @@ def check_counters(res: RunResult) -> None:
     cfg, w = res.cfg, res.workload
     J = blocks(cfg, w)[2]
     c = res.counters
-    expect = traffic(cfg, w.hidden, w.input, w.batch, w.steps, has_bias=w.has_bias, last_only=res.last_only,
-                     mode=res.mode)
+    has_bias = w.has_bias or any(u.has_bias for u in w.upper)
+    expect = traffic(cfg, w.hidden, w.input, w.batch, w.steps, has_bias=has_bias, last_only=res.last_only,
+                     mode=res.mode, layers=w.layers)
     assert {k: c[k] for k in expect} == expect, "MAC and traffic counters"
     if res.mode == "pipelined":
         assert c["mem_rd_weights"] == c["read_a"] + c["read_bias"], "only the weight loader reads A"
@@ -48,6 +49,13 @@ def check_counters(res: RunResult) -> None:
     assert sum(c[f"mem_wr_store{s}"] for s in range(cfg.subsets)) == c["write_out"], "output writes"
     assert all(c[f"mem_wr_fetch{s}"] == 0 and c[f"mem_rd_store{s}"] == 0 for s in range(cfg.subsets))
     if res.mode != "pipelined":
+        return
+    if w.upper:
+        # layer s on subset s: every column block of step 1, then of step 2, …; other subsets idle
+        for s in range(cfg.subsets):
+            ran = [(int(n), int(j)) for ss, n, j, _, _ in res.trace if ss == s]
+            order = [(n, j) for n in range(1, w.steps + 1) for j in range(J)] if s < w.layers else []
+            assert ran == order[:cfg.trace_depth], f"stacked: subset {s} ran {ran[:6]}…, not layer {s}'s items"
         return
     items = sorted((int(n), int(j)) for _, n, j, _, _ in res.trace)
     if len(res.trace) == sum(min(len(list(subset_items(s, cfg.subsets, w.steps, J, cfg.group_size))),
@@ -86,6 +94,30 @@ def edge_cases(cfg: Config) -> list[tuple[str, Workload, bool]]:
     return cases
 
 
+def stacked_cases(cfg: Config, seeds: int) -> list[tuple[str, Workload, bool]]:
+    """Stacked layers (one subset each): the named situations, then random stacks. Layers ≥ 1 take H
+    inputs, so H is at most the build's max_input."""
+    S, W, T, H, I = cfg.subsets, cfg.column_width, cfg.tile, cfg.max_input, cfg.max_input
+    rw = random_workload
+    cases = [
+        ("stacked: 2 layers", rw(H, I, 2 * W, S + 1, 20, layers=2), False),
+        (f"stacked: {S} layers, one per subset", rw(H, I, 2 * W + 1, 3, 21, layers=S), False),
+        ("stacked: batch 1 (each step waits for the one before)", rw(H, I, 1, 4, 22, layers=2), False),
+        ("stacked: one step", rw(H, I, 3 * W, 1, 23, layers=S), False),
+        ("stacked: last step only", rw(H, I, 2 * W, 5, 24, layers=2), True),
+        ("stacked: layer 0 a pure recurrence, no bias", rw(H, 0, W + 1, 3, 25, bias=False, layers=2), False),
+        ("stacked: odd sizes (padding)", rw(T + 1, 1, W + 1, 3, 26, layers=2), False),
+        ("stacked: every column block of the build", rw(T, I, cfg.max_batch, 3, 27, layers=S), False),
+    ]
+    rng = np.random.default_rng(cfg.subsets * 77 + cfg.tile)
+    for seed in range(seeds):
+        layers = int(rng.integers(2, S + 1))
+        w = rw(int(rng.integers(1, H + 1)), int(rng.integers(0, I + 1)), int(rng.integers(1, cfg.max_batch + 1)),
+               int(rng.integers(1, 7)), 100 + seed, bias=bool(rng.integers(2)), layers=layers)
+        cases.append((f"stacked seed {seed}", w, bool(rng.integers(4) == 0)))
+    return cases
+
+
 def random_cases(cfg: Config, seeds: int) -> list[tuple[str, Workload, bool]]:
     rng = np.random.default_rng(cfg.subsets * 1000 + cfg.tile)
     out = []
@@ -102,8 +134,10 @@ def random_cases(cfg: Config, seeds: int) -> list[tuple[str, Workload, bool]]:
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_bit_exact(name):
     cfg = CONFIGS[name]
-    cases = [(label, w, last, "pipelined") for label, w, last in edge_cases(cfg) + random_cases(cfg, SEEDS)]
-    # the conventional mode of the same build, on the named cases
+    cases = [(label, w, last, "pipelined") for label, w, last in edge_cases(cfg) + random_cases(cfg, SEEDS)
+             + stacked_cases(cfg, SEEDS // 4)]
+    # the conventional mode of the same build, on the named cases (after the stacked runs: nothing of a
+    # stacked run — LAYERS, per-subset LUTs and weights — may leak into a plain one)
     cases += [(f"conventional: {label}", w, last, "conventional") for label, w, last in edge_cases(cfg)]
     results = run_many(cfg, [(w, last, mode) for _, w, last, mode in cases])
     assert len(results) == len(cases)
@@ -150,6 +184,29 @@ def test_fig3_subsets_run_concurrently_and_items_wait_for_their_producer():
     assert max_concurrency(fig3.trace) >= 2
     # on a long run with S column blocks, all S subsets are busy in the same cycle
     assert max_concurrency(long.trace) >= cfg.subsets
+
+
+def test_stacked_layers_run_as_a_wavefront_in_time():
+    """4 layers on the 4 subsets of FIG. 3's build: layer k's (t, j) waits for layer k-1's (t, j) (its x
+    over the ring) and for its own (t-1, j) (its h in the loop RAM); all layers work at once."""
+    cfg = PRESETS["fig3"]
+    w = random_workload(cfg.max_input, cfg.max_input, cfg.subsets * cfg.column_width, 12, seed=5,
+                        layers=cfg.subsets)
+    res = run_many(cfg, [(w, False)])[0]
+    assert res.ok, res.mismatches[:5]
+    check_counters(res)
+    trace = {(int(s), int(n), int(j)): (int(b), int(e)) for s, n, j, b, e in res.trace}
+    assert len(trace) == cfg.subsets * w.steps * blocks(cfg, w)[2]
+    for (s, n, j), (begin, end) in trace.items():
+        assert begin < end
+        if s > 0:
+            assert begin > trace[(s - 1, n, j)][1], f"layer {s} began ({n}, {j}) before layer {s - 1} ended it"
+        if n > 1:
+            assert begin > trace[(s, n - 1, j)][1], f"layer {s} began ({n}, {j}) before its step {n - 1} ended"
+    assert max_concurrency(res.trace) == cfg.subsets
+    # A once per layer, h never through memory: reads are exactly the compulsory words
+    c = res.counters
+    assert c["read_h"] == 0 and c["mem_rd_weights"] == c["read_a"] + c["read_bias"]
 
 
 def max_concurrency(trace: np.ndarray) -> int:

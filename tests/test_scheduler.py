@@ -93,6 +93,11 @@ class Bench:
         cfg, dut, rng = self.cfg, self.dut, self.rng
         S = cfg.subsets
         run = Run(items=[[] for _ in range(S)])
+        layout = run_request(cfg)
+        # stacked layers' shifts: one per subset above 0 in this build (plain runs here)
+        req = {**req, "upper_shift": [0] * layout["upper_shift"].shape.length}
+        if hold_start is not None:
+            hold_start = {**hold_start, "upper_shift": req["upper_shift"]}
         ctx.set(dut.request, req)
         ctx.set(dut.start, 1)
         ctx.set(dut.subsets_idle, 0)
@@ -100,8 +105,8 @@ class Bench:
         await ctx.tick()
         ctx.set(dut.start, 0)
         # the request is latched at start: what the CSRs hold afterwards does not matter
-        layout = run_request(cfg)
-        ctx.set(dut.request, {k: rng.getrandbits(Shape.cast(layout[k].shape).width) for k in req})
+        ctx.set(dut.request, {k: ([rng.getrandbits(6) for _ in range(layout[k].shape.length)] if k == "upper_shift"
+                                  else rng.getrandbits(Shape.cast(layout[k].shape).width)) for k in req})
         if hold_start is not None:
             ctx.set(dut.request, hold_start)
 

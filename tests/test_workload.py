@@ -53,6 +53,35 @@ def assert_same(a: Workload, b: Workload):
 
 # ---- loading valid files ------------------------------------------------------------------------
 
+
+def test_stacked_layers_load_round_trip_and_chain_in_the_golden_model(tmp_path):
+    w = load_workload(write(tmp_path / "s.npz", layer1(good())))
+    assert w.layers == 2 and w.upper[0].shift == 7 and "layers=2" in w.summary()
+    save_workload(w, tmp_path / "again.npz")
+    again = load_workload(tmp_path / "again.npz")
+    for name in ("weight_hh", "weight_ih", "bias", "h0", "lut"):
+        assert np.array_equal(getattr(again.upper[0], name), getattr(w.upper[0], name)), name
+    # PyTorch's stacking: layer 1's x_t is layer 0's h_t; the output is layer 1's h
+    h1 = run_golden(w.layer(0, None)).h
+    top = run_golden(w.layer(1, h1)).h
+    assert np.array_equal(run_golden(w).h, top)
+    assert np.array_equal(run_golden(w, last_only=True).h, top[-1:])
+    # optional layer keys: no bias (zeros), no h0 (zeros)
+    d = layer1(good())
+    del d["bias_l1"], d["h0_l1"]
+    bare = load_workload(write(tmp_path / "bare.npz", d))
+    assert not bare.upper[0].has_bias and not bare.upper[0].bias.any() and not bare.upper[0].h0.any()
+
+
+def test_random_stack_has_a_lut_and_shift_per_layer():
+    w = random_workload(8, 3, 2, 4, seed=1, layers=3)
+    assert w.layers == 3 and [u.weight_ih.shape for u in w.upper] == [(8, 8), (8, 8)]
+    luts = [w.lut] + [u.lut for u in w.upper]
+    assert all(not np.array_equal(a, b) for n, a in enumerate(luts) for b in luts[n + 1:])
+    # one layer draws the same numbers as before stacking existed
+    one = random_workload(8, 3, 2, 4, seed=1)
+    assert np.array_equal(one.weight_hh, w.weight_hh) and np.array_equal(one.bias, w.bias)
+
 def test_load_full_workload(tmp_path):
     w = load_workload(write(tmp_path / "w.npz", good()))
     assert (w.hidden, w.input, w.batch, w.steps, w.shift) == (H, IN, B, L, 8)
@@ -115,6 +144,20 @@ def no_x_with_steps(steps):
         del d["x"], d["weight_ih"]
         d["steps"] = steps
     return edit
+
+
+def layer1(d: dict) -> dict:
+    """``d`` with a stacked layer 1 (H×H weights)."""
+    rng = np.random.default_rng(1)
+    return d | {"weight_hh_l1": rng.integers(-128, 128, (H, H)).astype(np.int8),
+                "weight_ih_l1": rng.integers(-128, 128, (H, H)).astype(np.int8),
+                "bias_l1": rng.integers(-1000, 1000, H).astype(np.int32),
+                "h0_l1": rng.integers(-128, 128, (B, H)).astype(np.int8),
+                "shift_l1": np.int64(7), "lut_l1": tanh_lut(in_scale=1 / 16)}
+
+
+def stacked(edit):
+    return lambda d: (d.update(layer1({})), edit(d))
 
 
 BAD = {
@@ -185,6 +228,21 @@ BAD = {
     "lut length": (put("lut", np.zeros(255, np.int8)),
                    "workload key 'lut' must have shape (256,) (one int8 output per int8 input), not (255,)"),
     "lut uint8": (put("lut", np.zeros(256, np.uint8)), "workload key 'lut' must be int8, not uint8"),
+    "x of a layer": (stacked(put("x_l1", np.zeros((L, B, H), np.int8))),
+                     "workload key 'x_l1' is not a workload key"),
+    "layer 0 suffix": (stacked(put("lut_l0", tanh_lut())), "workload key 'lut_l0' is not a workload key"),
+    "layer gap": (lambda d: d.update({k.replace("_l1", "_l2"): v for k, v in layer1({}).items()}),
+                  "workload key weight_hh_l1 is missing (the file has keys of layer 2, so layers 1..2 need "
+                  "weight_hh, weight_ih, shift and lut)"),
+    "layer shift missing": (stacked(drop("shift_l1")), "workload key shift_l1 is missing"),
+    "layer weight_ih shape": (stacked(put("weight_ih_l1", np.zeros((H, IN), np.int8))),
+                              "workload key 'weight_ih_l1' must have shape (4, 4) (H×H: every layer has "
+                              "layer 0's H=4; its inputs are layer 0's h), not (4, 3)"),
+    "layer h0 dtype": (stacked(cast("h0_l1", np.int16)), "workload key 'h0_l1' must be int8, not int16"),
+    "layer shift too big": (stacked(put("shift_l1", np.int64(48))),
+                            "workload key 'shift_l1' must be an integer from 0 to 47, not 48"),
+    "layer lut length": (stacked(put("lut_l1", np.zeros(3, np.int8))),
+                         "workload key 'lut_l1' must have shape (256,)"),
 }
 
 
