@@ -22,6 +22,11 @@ nothing is fitted):
 * **Work order** (``hdl/order.py``): in pipelined mode each subset runs :func:`hdl.order.subset_items`;
   in conventional mode every subset that owns a row block takes every column block of step n, and
   step n + 1 is handed out two cycles after the last word of step n (``settled``, then the items).
+  Stacked layers (N > 1): subset s < N is layer s and runs (1, 0), (1, 1), …, (L, J-1); LOAD_A streams
+  every layer's A (layers ≥ 1 have Kin = 2R), LOAD_BIAS N·4R words. Layer s fetches its h0 (step 1)
+  and, layer 0 only, x; layer s ≥ 1 takes x over the ring from layer s-1 (every step); an item of step
+  t > 1 starts no earlier than the cycle after (t-1, j)'s last word left (the loop RAM's ``inflight.level
+  < J`` test); a fill with no words at all is ``filled`` in its first FILL cycle.
 * **Fill side** (``hdl/subset.py``): a subset takes its next item when the fill side is idle (the cycle
   after the previous fill's last write) and the buffer half is free (the cycle after the item two back
   issued its last MAC); then one SETUP cycle; then FILL: memory reads from the one fetch port (h0 and x;
@@ -581,20 +586,23 @@ class _Run:
     ring link into every subset (pipelined mode) or the step barrier (conventional mode); the memory."""
 
     def __init__(self, cfg: Config, sh: _Shape, lay, *, has_bias: bool, last_only: bool, conventional: bool,
-                 word_level: bool):
+                 word_level: bool, layers: int = 1):
         self.cfg, self.sh = cfg, sh
         self.k = _Kernel()
         self.mem = _BankedMemory(self.k, cfg) if word_level else _SharedMemory(self.k, cfg.mem_bandwidth)
         S, K, T, W = cfg.subsets, cfg.clusters, cfg.tile, cfg.column_width
         R, Ri, J, L, Kin = sh.R, sh.Ri, sh.J, sh.L, sh.Kin
         self.W = W
+        self.Kin = [Kin] * S                # input row blocks per subset (stacked: 2R above layer 0)
+        self.wait_j = 0                     # stacked: an item waits for the one J earlier (its h_{t-1})
         clients = memory_clients(cfg)
         self.fetch_client = [clients.index(f"fetch{s}") for s in range(S)]
         self.store_client = [clients.index(f"store{s}") for s in range(S)]
         # LOAD_A (pipelined only) and LOAD_BIAS: one word a cycle through the loader's one port, each phase
         # over with its last response; without a bias the zero words need no memory (no latency)
-        self.load = (0 if conventional else R * Kin * T + cfg.mem_latency) \
-            + BIAS_WORDS * R + (cfg.mem_latency if has_bias else 0)
+        k_all = Kin + (layers - 1) * 2 * R
+        self.load = (0 if conventional else R * k_all * T + cfg.mem_latency) \
+            + BIAS_WORDS * R * layers + (cfg.mem_latency if has_bias else 0)
         Bp = J * W
 
         def out_slot(step):         # hdl/subset.py _out_slot: the step slot of the output region
@@ -611,7 +619,23 @@ class _Run:
             return lay.base_out + (out_slot(step) * Bp + j * W) * R
 
         self.subsets = []
-        if not conventional:
+        if layers > 1:
+            rows = [(ii * K, min(K, R - ii * K)) for ii in range(ceil_div(R, K))]
+            self.wait_j = J
+            for s in range(S):
+                items = []
+                for n in range(1, L + 1) if s < layers else ():
+                    for j in range(J):
+                        fetch = [(lay.base_h0 + s * Bp * R + j * W * R, R * W)] if n == 1 else []
+                        if s == 0 and Ri:
+                            fetch.append(x_in(n, j))
+                        top = s == layers - 1
+                        items.append(_Item(n, j, fetch, 0, s > 0, rows, not top, top and (not last_only or n == L),
+                                           out_at(n, j)))
+                self.subsets.append(_Subset(items, W))
+                self.Kin[s] = 2 * R if s else Kin
+            self.links = [_Link(self.k, self.mem, cfg.fifo_depth, R * W) for _ in range(S)]
+        elif not conventional:
             rows = [(ii * K, min(K, R - ii * K)) for ii in range(ceil_div(R, K))]
             for s in range(S):
                 items = []
@@ -676,6 +700,8 @@ class _Run:
                 first = t + lat + it.tiles
                 opening = _Opening(t, first=first, end=t + lat + words)
             last = t - 1                            # ``filled``: the cycle of the last buffer write
+            if not it.ring and not it.fetch:
+                last = t                            # nothing to write: ``filled`` in the first FILL cycle
             if it.ring:
                 link.open(ring_item, opening)
                 rec = link.received(ring_item)
@@ -690,7 +716,7 @@ class _Run:
     def _compute(self, s: int):
         """Start items and issue their groups of MACs, one output credit per group (compute side)."""
         sub = self.subsets[s]
-        Kin, W = self.sh.Kin, self.W
+        Kin, W = self.Kin[s], self.W
         latency = Cluster.LATENCY
         done = -1
         q = 0
@@ -702,6 +728,10 @@ class _Run:
             # do_start: the half full (set the cycle after ``filled``), not running (cleared the cycle
             # after the previous item_done); the start cycle itself issues no MAC
             t = max(sub.filled[n].value + 1, done + 1)
+            if self.wait_j and it.step > 1:         # stacked: h_{t-1} of this block has left (loop RAM)
+                back = sub.gd[(n - self.wait_j + 1) * len(it.rows) * W - 1]
+                yield back
+                t = max(t, back.value + 1)
             sub.begin[n] = t
             for _ in range(len(it.rows) * W):
                 i = t + 1
@@ -731,7 +761,9 @@ class _Run:
                     yield sub.outq[q]
                     head = max(sub.outq[q].value + FIFO_LATENCY, gd + 1)
                     last = head - 1                 # the cycle the previous word of the group left
-                    if mem.word_level and not it.to_mem:
+                    if not it.to_mem and not it.to_ring:
+                        last = head + present - 1   # stacked top layer, kept steps only: one word a cycle
+                    elif mem.word_level and not it.to_mem:
                         if it.to_ring:
                             last = yield from link.push_run(head, present)
                     elif mem.word_level:
@@ -809,6 +841,12 @@ class _Regions:
     steps: int
     has_bias: bool
     shift: int = 0
+    layers: int = 1
+
+    @property
+    def upper(self) -> tuple:
+        """The stacked layers as the planner reads them (a bias and a shift each)."""
+        return (_Regions(self.hidden, self.hidden, self.batch, self.steps, self.has_bias),) * (self.layers - 1)
 
 
 @dataclass(frozen=True)
@@ -834,21 +872,28 @@ def _layout(cfg: Config, regions: _Regions, last_only: bool, mode: str):
 
 def predict(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has_bias: bool = True,
             last_only: bool = False, mode: str = "pipelined", memory: str = "auto",
-            trace: bool = False) -> Prediction:
+            trace: bool = False, layers: int = 1) -> Prediction:
     """Predict the hardware's counters for one run (see the module docstring for what is modelled).
 
     ``memory`` picks the memory model: ``"banks"`` (word by word, cycle-exact; the run's regions must fit
     some build's memory), ``"shared"`` (processor sharing; any size), or ``"auto"``: ``banks`` when the
     regions can be placed and the run moves at most ``WORD_LEVEL_LIMIT`` words, else ``shared``.
-    ``trace=True`` also returns the per-item trace rows. A shape the build cannot run, or a bad mode or
-    memory model, is a :class:`UserError`.
+    ``trace=True`` also returns the per-item trace rows. ``layers`` > 1 is a stacked run (layer k on
+    subset k, pipelined mode). A shape the build cannot run, or a bad mode or memory model, is a
+    :class:`UserError`.
     """
     conventional = _check_mode(mode)
     sh = _shape(cfg, hidden, input, batch, steps)
+    if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= cfg.subsets:
+        raise UserError(f"layers must be an integer from 1 to this build's subsets={cfg.subsets}, not {layers!r}")
+    if layers > 1 and (conventional or hidden > cfg.max_input):
+        raise UserError("stacked layers run in mode pipelined only" if conventional else
+                        f"stacked layers take H={hidden} inputs; use a build with max_input ≥ {hidden}")
     if memory not in MEMORY_MODELS:
         raise UserError(f"memory must be one of {', '.join(MEMORY_MODELS)}, not {memory!r}")
-    words = traffic(cfg, hidden, input, batch, steps, has_bias=has_bias, last_only=last_only, mode=mode)
-    lay = None if memory == "shared" else _layout(cfg, _Regions(hidden, input, batch, steps, has_bias),
+    words = traffic(cfg, hidden, input, batch, steps, has_bias=has_bias, last_only=last_only, mode=mode,
+                    layers=layers)
+    lay = None if memory == "shared" else _layout(cfg, _Regions(hidden, input, batch, steps, has_bias, 0, layers),
                                                   last_only, mode)
     if memory == "banks" and lay is None:
         raise UserError(f"memory model banks needs the run's regions in one memory of at most {1 << 18} "
@@ -856,9 +901,10 @@ def predict(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has
     moved = sum(v for key, v in words.items() if key != "macs")
     word_level = lay is not None and (memory == "banks" or moved <= WORD_LEVEL_LIMIT)
     run = _Run(cfg, sh, lay or _Unplaced(), has_bias=has_bias, last_only=last_only, conventional=conventional,
-               word_level=word_level)
+               word_level=word_level, layers=layers)
     cycles = run.run()
-    busy = tuple(sum(len(it.rows) * cfg.column_width * sh.Kin for it in sub.items) for sub in run.subsets)
+    busy = tuple(sum(len(it.rows) * cfg.column_width * run.Kin[s] for it in sub.items)
+                 for s, sub in enumerate(run.subsets))
     rows = ()
     if trace:
         rows = tuple((s, it.step, it.column_block, sub.begin[n], sub.end[n])

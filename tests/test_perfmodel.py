@@ -52,7 +52,14 @@ def sweep_cases(cfg: Config) -> list[tuple[str, object, bool, str]]:
     ]
     if S > 1:
         cases.append(("steps < S", rw(H, I, 2 * W, S - 1, 6), False))
-    return [(label, w, last, mode) for label, w, last in cases for mode in ("pipelined", "conventional")]
+    out = [(label, w, last, mode) for label, w, last in cases for mode in ("pipelined", "conventional")]
+    if S > 1:                       # stacked layers (pipelined only; layers ≥ 1 take H = max_input inputs)
+        out += [(label, w, last, "pipelined") for label, w, last in [
+            (f"stacked {S} layers, J={B // W}", rw(I, I, B, S + 2, 7, layers=S), False),
+            ("stacked 2 layers, J=1", rw(I, I, 1, 4, 8, layers=2), False),
+            ("stacked, layer 0 pure, last step", rw(I, 0, W + 1, 3, 9, bias=False, layers=2), True),
+        ]]
+    return out
 
 
 @pytest.mark.parametrize("name", list(SWEEP_CONFIGS))
@@ -69,12 +76,13 @@ def test_model_matches_rtl(name, record_property, capsys):
     for (label, w, last, mode), res in zip(cases, results, strict=True):
         assert res.ok, f"{label} ({mode}): the RTL run failed (error {res.error})"
         shape = (w.hidden, w.input, w.batch, w.steps)
-        words = traffic(cfg, *shape, has_bias=w.has_bias, last_only=last, mode=mode)
+        words = traffic(cfg, *shape, has_bias=w.has_bias, last_only=last, mode=mode, layers=w.layers)
         measured = {key: res.counters[key] for key in words}
         if measured != words:
             problems.append(f"{label} ({mode}): traffic {measured} but the model says {words}")
-        p = predict(cfg, *shape, has_bias=w.has_bias, last_only=last, mode=mode)
-        shared = predict(cfg, *shape, has_bias=w.has_bias, last_only=last, mode=mode, memory="shared")
+        p = predict(cfg, *shape, has_bias=w.has_bias, last_only=last, mode=mode, layers=w.layers)
+        shared = predict(cfg, *shape, has_bias=w.has_bias, last_only=last, mode=mode, memory="shared",
+                         layers=w.layers)
         error = (p.cycles - res.cycles) / res.cycles
         shared_error = (shared.cycles - res.cycles) / res.cycles
         errors.append(abs(error))
