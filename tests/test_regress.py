@@ -1,5 +1,6 @@
-"""Seeded random regression: random config (from a pool of stall-injection builds), workload, mode,
-output option and stall pattern per case, each bit-exact against the golden model.
+"""Seeded random regression: random config (from a pool of stall-injection builds), workload (a quarter of
+the pipelined ones stacked layers), mode, output option and stall pattern per case, each bit-exact
+against the golden model.
 
 ``make test`` runs a slice of 30 cases; ``make regress N=1000 SEED=7`` runs more in parallel. A failing
 case prints the one command that reproduces it.
@@ -34,13 +35,19 @@ def case(seed: int, index: int):
     """The config, workload and options of regression case ``index`` of ``seed`` (deterministic)."""
     rng = np.random.default_rng([seed, index])
     cfg = POOL[int(rng.integers(len(POOL)))]
-    w = random_workload(int(rng.integers(1, cfg.max_hidden + 1)), int(rng.integers(0, cfg.max_input + 1)),
-                        int(rng.integers(1, cfg.max_batch + 1)), int(rng.integers(1, 3 * cfg.subsets + 2)),
-                        seed=int(rng.integers(1 << 30)), bias=bool(rng.integers(2)))
+    hidden, inputs = int(rng.integers(1, cfg.max_hidden + 1)), int(rng.integers(0, cfg.max_input + 1))
+    batch, steps = int(rng.integers(1, cfg.max_batch + 1)), int(rng.integers(1, 3 * cfg.subsets + 2))
+    seed_w, bias = int(rng.integers(1 << 30)), bool(rng.integers(2))
     mode = "conventional" if rng.integers(4) == 0 else "pipelined"
     stall = {"seed": int(rng.integers(1, 1 << 16)), "mem": int(rng.choice([0, 32, 128, 220])),
              "ring": int(rng.choice([0, 32, 128, 220]))}
-    return cfg, w, bool(rng.integers(3) == 0), mode, {"stall": stall}
+    last_only = bool(rng.integers(3) == 0)
+    layers = 1                          # drawn last: the cases of earlier seeds stay what they were
+    if mode == "pipelined" and rng.integers(4) == 0:
+        layers = int(rng.integers(2, cfg.subsets + 1))
+        hidden = min(hidden, cfg.max_input)          # layers ≥ 1 take H inputs
+    w = random_workload(hidden, inputs, batch, steps, seed=seed_w, bias=bias, layers=layers)
+    return cfg, w, last_only, mode, {"stall": stall}
 
 
 @pytest.mark.parametrize("index", range(FIRST, FIRST + N))
@@ -48,6 +55,6 @@ def test_random_case(index):
     cfg, w, last_only, mode, options = case(SEED, index)
     res = run_many(cfg, [(w, last_only, mode, options)])[0]
     reproduce = f"make regress N=1 SEED={SEED} FIRST={index}"
-    assert res.ok, (f"case {index}: {cfg.name} H={w.hidden} I={w.input} B={w.batch} L={w.steps} {mode} "
+    assert res.ok, (f"case {index}: {cfg.name} {w.summary()} {mode} "
                     f"last_only={last_only} {options}: error {res.error}, mismatches {res.mismatches[:3]}\n"
                     f"reproduce with: {reproduce}")
