@@ -8,6 +8,10 @@ float64, a fixed seed and a fixed order of minibatches, so the same numpy gives 
 
     .venv/bin/python scripts/train_digits.py            # writes models/digits_rnn.npz
     .venv/bin/python scripts/train_digits.py --check    # retrains, compares with the committed file
+    .venv/bin/python scripts/train_digits.py --layers 2 # num_layers=2: models/digits_rnn_2layers.npz
+
+With ``--layers 2`` the RNN is ``nn.RNN(8, 16, num_layers=2)`` (layer 1 reads layer 0's h_t), the
+stacked model the hardware runs one layer per subset (``rnnpipe demo digits --layers 2``).
 
 H = 16 with I = 8 fits every build in the repo (the ``small`` preset's max_hidden 16 / max_input 8),
 so the test suite can run the real model on its smallest Verilator build. The file holds the RNN under
@@ -26,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sim.demo import DIGITS_MODEL, digits_data  # noqa: E402
+from sim.demo import DIGITS_MODELS, digits_data  # noqa: E402
 
 HIDDEN = 16
 CLASSES = 10
@@ -36,25 +40,44 @@ BATCH = 32
 LEARNING_RATE = 0.01
 
 
-def init(rng: np.random.Generator, inputs: int) -> dict[str, np.ndarray]:
-    """PyTorch's default init: every parameter uniform in ±1/sqrt(fan)."""
+def init(rng: np.random.Generator, inputs: int, layers: int) -> dict[str, np.ndarray]:
+    """PyTorch's default init: every parameter uniform in ±1/sqrt(fan), layer by layer, then the readout."""
     k = 1 / np.sqrt(HIDDEN)
 
     def u(*shape):
         return rng.uniform(-k, k, size=shape)
 
-    return {"weight_ih_l0": u(HIDDEN, inputs), "weight_hh_l0": u(HIDDEN, HIDDEN), "bias_ih_l0": u(HIDDEN),
-            "bias_hh_l0": u(HIDDEN), "readout.weight": u(CLASSES, HIDDEN), "readout.bias": u(CLASSES)}
+    p = {}
+    for n in range(layers):
+        p |= {f"weight_ih_l{n}": u(HIDDEN, inputs if n == 0 else HIDDEN), f"weight_hh_l{n}": u(HIDDEN, HIDDEN),
+              f"bias_ih_l{n}": u(HIDDEN), f"bias_hh_l{n}": u(HIDDEN)}
+    return p | {"readout.weight": u(CLASSES, HIDDEN), "readout.bias": u(CLASSES)}
+
+
+def layer_count(p: dict[str, np.ndarray]) -> int:
+    return sum(name.startswith("weight_ih_l") for name in p)
+
+
+def forward(p: dict[str, np.ndarray], x: np.ndarray) -> list[list[np.ndarray]]:
+    """Every layer's h_0..h_L: layer n's input at step t is layer n-1's h_t (PyTorch's stacking)."""
+    hs, below = [], list(x)
+    for n in range(layer_count(p)):
+        h = [np.zeros((x.shape[1], HIDDEN))]
+        for t in range(x.shape[0]):
+            h.append(np.tanh(below[t] @ p[f"weight_ih_l{n}"].T + p[f"bias_ih_l{n}"] + h[-1] @ p[f"weight_hh_l{n}"].T
+                             + p[f"bias_hh_l{n}"]))
+        hs.append(h)
+        below = h[1:]
+    return hs
 
 
 def loss_and_grads(p: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> tuple[float, dict[str, np.ndarray]]:
-    """Mean cross-entropy of the readout of h_L, and its gradient by backpropagation through time."""
+    """Mean cross-entropy of the readout of the top layer's h_L, and its gradient by backpropagation
+    through time (and down the layers)."""
     steps, batch, _ = x.shape
-    hs = [np.zeros((batch, HIDDEN))]
-    for t in range(steps):
-        hs.append(np.tanh(x[t] @ p["weight_ih_l0"].T + p["bias_ih_l0"] + hs[-1] @ p["weight_hh_l0"].T
-                          + p["bias_hh_l0"]))
-    logits = hs[-1] @ p["readout.weight"].T + p["readout.bias"]
+    layers = forward(p, x)
+    top = layers[-1]
+    logits = top[-1] @ p["readout.weight"].T + p["readout.bias"]
     logits -= logits.max(axis=1, keepdims=True)
     prob = np.exp(logits)
     prob /= prob.sum(axis=1, keepdims=True)
@@ -64,30 +87,37 @@ def loss_and_grads(p: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> tu
     d_logits = prob
     d_logits[np.arange(batch), y] -= 1
     d_logits /= batch
-    g["readout.weight"] = d_logits.T @ hs[-1]
+    g["readout.weight"] = d_logits.T @ top[-1]
     g["readout.bias"] = d_logits.sum(axis=0)
-    dh = d_logits @ p["readout.weight"]
-    for t in reversed(range(steps)):
-        dz = dh * (1 - hs[t + 1] ** 2)
-        g["weight_ih_l0"] += dz.T @ x[t]
-        g["weight_hh_l0"] += dz.T @ hs[t]
-        g["bias_ih_l0"] += dz.sum(axis=0)
-        dh = dz @ p["weight_hh_l0"]
-    g["bias_hh_l0"] = g["bias_ih_l0"].copy()
+    # d_out[t]: the loss's gradient with respect to this layer's h_t from above (readout or layer n+1)
+    d_out = [np.zeros((batch, HIDDEN)) for _ in range(steps)]
+    d_out[-1] = d_logits @ p["readout.weight"]
+    for n in reversed(range(len(layers))):
+        hs = layers[n]
+        below = list(x) if n == 0 else layers[n - 1][1:]
+        d_below = [None] * steps
+        dh = np.zeros((batch, HIDDEN))
+        for t in reversed(range(steps)):
+            dz = (dh + d_out[t]) * (1 - hs[t + 1] ** 2)
+            g[f"weight_ih_l{n}"] += dz.T @ below[t]
+            g[f"weight_hh_l{n}"] += dz.T @ hs[t]
+            g[f"bias_ih_l{n}"] += dz.sum(axis=0)
+            dh = dz @ p[f"weight_hh_l{n}"]
+            d_below[t] = dz @ p[f"weight_ih_l{n}"]
+        g[f"bias_hh_l{n}"] = g[f"bias_ih_l{n}"].copy()
+        d_out = d_below
     return loss, g
 
 
 def accuracy(p: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
-    h = np.zeros((x.shape[1], HIDDEN))
-    for t in range(x.shape[0]):
-        h = np.tanh(x[t] @ p["weight_ih_l0"].T + p["bias_ih_l0"] + h @ p["weight_hh_l0"].T + p["bias_hh_l0"])
+    h = forward(p, x)[-1][-1]
     return float(np.mean(np.argmax(h @ p["readout.weight"].T + p["readout.bias"], axis=1) == y))
 
 
-def train(verbose: bool = True) -> dict[str, np.ndarray]:
+def train(verbose: bool = True, layers: int = 1) -> dict[str, np.ndarray]:
     x_train, y_train, x_test, y_test = digits_data()
     rng = np.random.default_rng(SEED)
-    p = init(rng, x_train.shape[2])
+    p = init(rng, x_train.shape[2], layers)
     m = {name: np.zeros_like(v) for name, v in p.items()}
     v = {name: np.zeros_like(v) for name, v in p.items()}
     beta1, beta2, eps, step = 0.9, 0.999, 1e-8, 0
@@ -114,17 +144,20 @@ def train(verbose: bool = True) -> dict[str, np.ndarray]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / DIGITS_MODEL), help="where to write the weights")
+    ap.add_argument("--layers", type=int, choices=sorted(DIGITS_MODELS), default=1, help="num_layers")
+    ap.add_argument("--out", help="where to write the weights (default: the committed file of --layers)")
     ap.add_argument("--check", action="store_true",
                     help="retrain and compare with the committed weights instead of writing them")
     args = ap.parse_args(argv)
-    p = train()
+    committed_path = ROOT / DIGITS_MODELS[args.layers]
+    p = train(layers=args.layers)
     if args.check:
-        with np.load(ROOT / DIGITS_MODEL) as committed:
+        with np.load(committed_path) as committed:
             same_keys = sorted(committed.files) == sorted(p)
             diff = max(float(np.abs(committed[name] - p[name].astype(np.float32)).max()) for name in p)
-        print(f"largest difference from {DIGITS_MODEL}: {diff:.3g}")
+        print(f"largest difference from {DIGITS_MODELS[args.layers]}: {diff:.3g}")
         return 0 if same_keys and diff <= 1e-6 else 1
+    args.out = args.out or str(committed_path)
     np.savez(args.out, **{name: value.astype(np.float32) for name, value in p.items()})
     print(f"wrote {args.out}")
     return 0

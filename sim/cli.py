@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("demo", help="a trained model end to end on the RTL")
     q.add_argument("name", choices=["digits"], help="which demo")
+    q.add_argument("--layers", type=int, choices=[1, 2], default=1,
+                   help="the one-layer model, or the two-layer one run as stacked layers (one subset each)")
     q.add_argument("--limit", type=_positive, help="run only the first N test sequences")
     q.set_defaults(handler="sim.demo:cmd_demo")
     return p

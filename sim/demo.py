@@ -1,7 +1,9 @@
 """The digits demo: a trained float Elman RNN, quantized, run on the RTL (``rnnpipe demo digits``).
 
 ``scripts/train_digits.py`` trains ``nn.RNN(8, 16)`` + a linear readout on scikit-learn's handwritten
-digits, read row by row (8 steps of 8 pixels), and commits the float weights to ``models/digits_rnn.npz``.
+digits, read row by row (8 steps of 8 pixels), and commits the float weights to ``models/digits_rnn.npz``
+(``--layers 2``: ``nn.RNN(8, 16, num_layers=2)``, ``models/digits_rnn_2layers.npz``, which the hardware
+runs as stacked layers, one subset each).
 The demo quantizes them (:mod:`sim.quantize`, calibrated on the training set), runs the test set through
 the hardware in runs of at most 64 sequences (only h_L is written back), applies the float readout on
 the host, and compares three accuracies: float (numpy ``nn.RNN``), int8 (the golden model, dequantized)
@@ -19,11 +21,12 @@ import numpy as np
 from hdl.config import Config, preset
 from sim.quantize import Error, QuantizedRNN, load_model, quantization_error, quantize, rnn_float
 
-__all__ = ["DIGITS_MODEL", "digits_data", "DigitsModel", "load_digits_model", "DigitsResult", "run_digits",
+__all__ = ["DIGITS_MODELS", "digits_data", "DigitsModel", "load_digits_model", "DigitsResult", "run_digits",
            "cmd_demo"]
 
-#: the committed float weights (scripts/train_digits.py writes them), relative to the repository root
-DIGITS_MODEL = "models/digits_rnn.npz"
+#: the committed float weights (scripts/train_digits.py writes them), relative to the repository root,
+#: by num_layers: the one-layer model and the stacked two-layer one
+DIGITS_MODELS = {1: "models/digits_rnn.npz", 2: "models/digits_rnn_2layers.npz"}
 #: the most sequences one hardware run carries (the default build's max_batch)
 CHUNK = 64
 #: the build ``rnnpipe demo`` runs on (a preset name)
@@ -51,7 +54,7 @@ class DigitsModel:
 
     Members
     -------
-    layers : the float RNN (:class:`sim.quantize.FloatLayer` list, one layer).
+    layers : the float RNN (:class:`sim.quantize.FloatLayer` list, one per layer).
     readout_weight : (10, H) float64.    readout_bias : (10,) float64.
     quantized : the int8 model, calibrated on the training set.
     """
@@ -66,9 +69,10 @@ class DigitsModel:
         return np.argmax(h_last @ self.readout_weight.T + self.readout_bias, axis=1)
 
 
-def load_digits_model(path=None) -> DigitsModel:
-    """Read the committed weights (or ``path``) and quantize them on the training set."""
-    path = Path(__file__).resolve().parent.parent / DIGITS_MODEL if path is None else Path(path)
+def load_digits_model(path=None, layers: int = 1) -> DigitsModel:
+    """Read the committed weights of the ``layers``-layer model (or ``path``) and quantize them on the
+    training set."""
+    path = Path(__file__).resolve().parent.parent / DIGITS_MODELS[layers] if path is None else Path(path)
     layers, _ = load_model(path)
     with np.load(path) as f:
         weight, bias = f["readout.weight"].astype(np.float64), f["readout.bias"].astype(np.float64)
@@ -147,13 +151,19 @@ def run_digits(cfg: Config | None = None, limit: int | None = None, model: Digit
 
 def cmd_demo(args) -> int:
     """``rnnpipe demo digits``: print float, int8 and hardware accuracy and the cycles per sequence."""
-    res = run_digits(limit=args.limit)
-    cfg, layer, first = res.cfg, res.model.quantized.layers[0], res.runs[0]
-    s = layer.scales
-    print(f"model    {DIGITS_MODEL}: nn.RNN(8, {layer.hidden}) + float readout, digits read row by row "
-          f"(8 steps × 8 pixels); {res.sequences} test sequences")
-    print(f"int8     scales x {s.x:.4g}  h {s.h:.4g}  weights {s.weight_ih:.4g} / {s.weight_hh:.4g} (ih / hh); "
-          f"shift {layer.shift}; h error vs float: max {res.error.max_abs:.3f}, RMS {res.error.rms:.4f}")
+    res = run_digits(limit=args.limit, model=load_digits_model(layers=args.layers))
+    cfg, first = res.cfg, res.runs[0]
+    stack = res.model.quantized.layers
+    layer = stack[-1]
+    print(f"model    {DIGITS_MODELS[args.layers]}: nn.RNN(8, {layer.hidden}"
+          f"{f', num_layers={len(stack)}' if len(stack) > 1 else ''}) + float readout, digits read row by row "
+          f"(8 steps × 8 pixels); {res.sequences} test sequences"
+          + ("; layer k on subset k" if len(stack) > 1 else ""))
+    for k, q in enumerate(stack):
+        s = q.scales
+        print(f"int8     {f'layer {k}: ' if len(stack) > 1 else ''}scales x {s.x:.4g}  h {s.h:.4g}  weights "
+              f"{s.weight_ih:.4g} / {s.weight_hh:.4g} (ih / hh); shift {q.shift}")
+    print(f"         top layer's h error vs float: max {res.error.max_abs:.3f}, RMS {res.error.rms:.4f}")
     print(f"build    {cfg.name}: S={cfg.subsets} subsets × K={cfg.clusters} clusters × {cfg.tile}×{cfg.tile} MACs, "
           f"verilator build {'cached' if first.build.cached else f'{first.build.seconds:.1f} s'}; "
           f"{len(res.runs)} run{'s' if len(res.runs) > 1 else ''} of ≤ {min(CHUNK, cfg.max_batch)} sequences, "

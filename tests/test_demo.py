@@ -7,11 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_rtl import CONFIGS
 
 from hdl.config import PRESETS
 from sim import demo
 from sim.cli import main
-from sim.demo import DIGITS_MODEL, digits_data, load_digits_model, run_digits
+from sim.demo import DIGITS_MODELS, digits_data, load_digits_model, run_digits
 from sim.quantize import quantization_error, rnn_float
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,12 +30,13 @@ def test_digits_are_8_step_sequences_of_8_pixels():
     assert x_train.min() == 0.0 and x_train.max() == 1.0
 
 
-def test_the_training_script_reproduces_the_committed_weights():
+@pytest.mark.parametrize("layers", sorted(DIGITS_MODELS))
+def test_the_training_script_reproduces_the_committed_weights(layers):
     spec = importlib.util.spec_from_file_location("train_digits", ROOT / "scripts" / "train_digits.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    trained = script.train(verbose=False)
-    with np.load(ROOT / DIGITS_MODEL) as committed:
+    trained = script.train(verbose=False, layers=layers)
+    with np.load(ROOT / DIGITS_MODELS[layers]) as committed:
         assert sorted(committed.files) == sorted(trained)
         for name, value in trained.items():
             np.testing.assert_allclose(committed[name], value.astype(np.float32), rtol=0, atol=1e-6, err_msg=name)
@@ -55,7 +57,7 @@ def test_int8_accuracy_is_within_two_points_of_float_on_the_whole_test_set(model
 def test_torch_runs_the_committed_model_to_the_same_classes(model):
     torch = pytest.importorskip("torch")
     _, _, x, y = digits_data()
-    with np.load(ROOT / DIGITS_MODEL) as f:
+    with np.load(ROOT / DIGITS_MODELS[1]) as f:
         state = {k: torch.from_numpy(f[k].astype(np.float64)) for k in f.files}
     rnn = torch.nn.RNN(8, 16).double()
     rnn.load_state_dict({k: v for k, v in state.items() if not k.startswith("readout.")})
@@ -83,4 +85,36 @@ def test_rnnpipe_demo_prints_the_three_accuracies_and_cycles(monkeypatch, capsys
     out = capsys.readouterr().out
     for words in ("5 test sequences", "accuracy float", "int8 (golden)", "hardware", "per sequence",
                   "hardware h_L equals the golden model in all 80 values"):
+        assert words in out, out
+
+
+# ---- the two-layer model: stacked layers on the hardware ------------------------------------------
+
+@pytest.fixture(scope="module")
+def model2():
+    return load_digits_model(layers=2)
+
+
+def test_two_layer_int8_accuracy_is_within_two_points_of_float(model2):
+    _, _, x, y = digits_data()
+    q = model2.quantized
+    assert len(q.layers) == 2 and q.layers[1].scales.x == q.layers[0].scales.h
+    float_acc = np.mean(model2.classify(rnn_float(model2.layers, x)[-1][-1]) == y)
+    hs, overflow = q.run_golden(x, last_only=True)
+    int8_acc = np.mean(model2.classify(q.dequantize_h(hs[-1][0])) == y)
+    assert float_acc > 0.93 and not overflow
+    assert abs(int8_acc - float_acc) <= 0.02, (float_acc, int8_acc)
+
+
+def test_two_layer_model_runs_as_stacked_layers_equal_to_the_golden_model(model2, monkeypatch, capsys):
+    """Layers ≥ 1 take H = 16 inputs: a build with max_input 16 (test_rtl's s2k2t8, max_batch 16)."""
+    cfg = CONFIGS["s2k2t8"]
+    res = run_digits(cfg, limit=40, model=model2)
+    assert [r.workload.layers for r in res.runs] == [2, 2, 2] and [r.workload.batch for r in res.runs] == [16, 16, 8]
+    assert all(r.ok for r in res.runs) and res.hardware_equals_golden
+    assert res.hardware_accuracy == res.int8_accuracy
+    monkeypatch.setattr(demo, "preset", lambda name: cfg)
+    assert main(["demo", "digits", "--layers", "2", "--limit", "5"]) == 0
+    out = capsys.readouterr().out
+    for words in ("num_layers=2", "layer 1: scales", "hardware h_L equals the golden model in all 80 values"):
         assert words in out, out
