@@ -91,7 +91,7 @@ def check_fits(cfg: Config, w: Workload) -> None:
         raise UserError(f"workload has {w.layers} stacked layers but this build has subsets={cfg.subsets} "
                         f"(one subset per layer); use a build with subsets ≥ {w.layers}")
     if w.layers > 1 and w.hidden > cfg.max_input:
-        raise UserError(f"stacked layers 1..{w.layers - 1} take H={w.hidden} inputs but this build has "
+        raise UserError(f"stacked layers above layer 0 take H={w.hidden} inputs but this build has "
                         f"max_input={cfg.max_input}; use a build with max_input ≥ {w.hidden}")
     for k, u in enumerate(w.upper, start=1):
         if u.shift > cfg.acc_width:

@@ -95,10 +95,12 @@ def draw_timeline(res: RunResult, path: Path, max_labels: int = 400) -> None:
                        edgecolor="black", linewidth=0.5)
         if len(trace) <= max_labels:
             ax.text((begin + end) / 2, s, f"{n},{j}", ha="center", va="center", fontsize=7)
-    ax.set_yticks(range(S), [f"subset {s}" for s in range(S)])
+    N = res.workload.layers
+    ax.set_yticks(range(S), [f"subset {s}" + (f" (layer {s})" if N > 1 and s < N else "") for s in range(S)])
     ax.invert_yaxis()
     ax.set_xlabel("cycle (from start)")
-    ax.set_title(f"{res.mode}: S={S}, H={res.workload.hidden}, B={res.workload.batch}, L={steps} "
+    stacked = f", {N} stacked layers" if N > 1 else ""
+    ax.set_title(f"{res.mode}: S={S}, H={res.workload.hidden}, B={res.workload.batch}, L={steps}{stacked} "
                  f"(boxes: step,column block)\n{res.cfg.name}", fontsize=9)
     fig.tight_layout()
     output_dir(Path(path).parent)

@@ -219,9 +219,7 @@ def summary(res: RunResult) -> str:
         f"build    {cfg.name}: S={cfg.subsets} subsets × K={cfg.clusters} clusters × {cfg.tile}×{cfg.tile} MACs "
         f"= {cfg.mac_units} MAC units, W={cfg.column_width}, ring FIFO {cfg.fifo_depth} words, "
         f"memory {cfg.mem_bandwidth} words/cycle, latency {cfg.mem_latency}",
-        f"workload H={w.hidden} I={w.input} B={w.batch} L={w.steps} shift={w.shift} "
-        f"bias={'yes' if w.has_bias else 'no'}{f', {w.layers} stacked layers' if w.upper else ''}"
-        f"{' (last step only)' if res.last_only else ''}, mode {res.mode}",
+        f"workload {w.summary()}{' (last step only)' if res.last_only else ''}, mode {res.mode}",
         f"verilator build {'cached' if res.build.cached else f'{res.build.seconds:.1f} s'}, "
         f"simulation {res.sim_seconds:.1f} s",
     ]
