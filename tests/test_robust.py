@@ -81,7 +81,9 @@ def test_illegal_runtime_configs_set_an_error_code_and_write_nothing():
 
 def test_reset_mid_run_then_a_normal_run_is_exact():
     w = random_workload(16, 8, 9, 6, seed=3)
+    stack = random_workload(STALL_CFG.max_input, 4, 9, 6, seed=4, layers=2)    # a reset between stacked runs too
     results = run_many(STALL_CFG, [(w, False, mode, {"reset_after": at}) for mode in ("pipelined", "conventional")
-                                   for at in (5, 90, 400)])
+                                   for at in (5, 90, 400)]
+                       + [(stack, False, "pipelined", {"reset_after": at}) for at in (90, 400)])
     for res in results:
-        assert res.ok, f"{res.mode}: error {res.error}, mismatches {res.mismatches[:3]}"
+        assert res.ok, f"{res.mode} {res.workload.summary()}: error {res.error}, mismatches {res.mismatches[:3]}"
