@@ -19,7 +19,9 @@ def run_params(cfg: Config) -> data.StructLayout:
     ``cluster_row_blocks`` = ceil(R / K) (the row blocks each cluster runs per item, pipelined mode),
     ``conventional`` the mode bit (0: pipelined, the technique; 1: the conventional per-step GEMM),
     ``layers`` N the stacked layers (layer k on subset k; 1 for a plain run), ``stacked`` = N > 1,
-    ``upper_shift[k - 1]`` layer k's shift, ``h0_words`` = J·W·R (one layer's h0 block).
+    ``upper_shift[k - 1]`` layer k's shift, ``h0_words`` = J·W·R (one layer's h0 block, one step of h),
+    ``x_words`` = J·W·Ri (one step of x), ``bias_words`` the words LOAD_BIAS
+    reads (4·R per layer; made as zeros, not read, without a bias).
     """
     addr = cfg.mem_addr_bits
     return data.StructLayout({
@@ -38,6 +40,8 @@ def run_params(cfg: Config) -> data.StructLayout:
         "stacked": 1,
         "upper_shift": data.ArrayLayout(SHIFT_BITS, max(1, cfg.subsets - 1)),
         "h0_words": range(cfg.max_batch * cfg.max_row_blocks + 1),
+        "x_words": range(cfg.max_batch * cfg.max_input_blocks + 1),
+        "bias_words": range(4 * cfg.subsets * cfg.max_row_blocks + 1),
         "base_a": addr,
         "base_bias": addr,
         "base_h0": addr,

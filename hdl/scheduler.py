@@ -11,7 +11,7 @@ from hdl.memory import MemClient
 from hdl.params import STEP_BITS, run_params, work_item
 from hdl.subset import mem_tag_width
 
-__all__ = ["Scheduler", "Error", "Phase", "run_request"]
+__all__ = ["Scheduler", "Error", "Phase", "run_request", "CHECK_CYCLES"]
 
 
 class Error(enum.IntEnum, shape=8):
@@ -26,6 +26,10 @@ class Error(enum.IntEnum, shape=8):
     OVERLAP = 7         # two memory regions of the run overlap
     WATCHDOG = 8        # nothing progressed for cfg.watchdog_cycles cycles
     LAYERS = 9          # layers is above the subsets, or above 1 in conventional mode
+
+
+#: cycles of the CHECK phase (registered stages; see ``Scheduler.elaborate``)
+CHECK_CYCLES = 5
 
 
 class Phase(enum.Enum, shape=3):
@@ -112,33 +116,83 @@ class Scheduler(wiring.Component):
         phase = self.phase
 
         # ---- CHECK: derive the block counts, then refuse what the build cannot run -------------------
+        # CHECK_CYCLES registered stages, at most one product or one wide add/compare each: 0 the block
+        # counts and the checks of single fields; 1 the per-run products; 2 the region sizes; 3 their ends;
+        # 4 the REGION and OVERLAP verdicts and the params. CYCLES does not count CHECK.
         with m.If(self.start & (phase != Phase.CHECK) & (phase != Phase.LOAD_A) & (phase != Phase.LOAD_BIAS)
                   & (phase != Phase.RUN)):
             m.d.sync += [req.eq(self.request), phase.eq(Phase.CHECK), self.error.eq(Error.NONE)]
-        row_blocks = (req.hidden + T - 1) >> log_t
-        input_blocks = (req.input + T - 1) >> log_t
-        col_blocks = (req.batch + W - 1) >> log_w
-        batch_pad = col_blocks << log_w
+        chk = Signal(range(CHECK_CYCLES))
+        with m.If(phase != Phase.CHECK):
+            m.d.sync += chk.eq(0)
+        with m.Else():
+            m.d.sync += chk.eq(chk + 1)
+        # stage 0. Counts are cut to the build's widths: a request that overflows them is refused anyway
+        # (HIDDEN, INPUT, BATCH come before REGION and OVERLAP). Steps saturate at mem_words + 1: a region
+        # of that many steps runs past the end of memory whatever its per-step size (unless that is 0).
+        sat = cfg.mem_words + 1
+        row_blocks = Signal(range(cfg.max_row_blocks + 1))
+        input_blocks = Signal(range(cfg.max_input_blocks + 1))
+        col_blocks = Signal(range(cfg.max_col_blocks + 1))
+        batch_pad = Signal(range(cfg.max_batch + 1))
+        steps_sat = Signal(range(sat + 1))
+        out_steps = Signal(range(sat + 1))
+        stacked = Signal()
+        n_layers = Signal(range(S + 1))
+        early = Signal(8)                        # the first failing check of single fields (0: none)
+        m.d.sync += [
+            row_blocks.eq((req.hidden + T - 1) >> log_t), input_blocks.eq((req.input + T - 1) >> log_t),
+            col_blocks.eq((req.batch + W - 1) >> log_w), batch_pad.eq(((req.batch + W - 1) >> log_w) << log_w),
+            steps_sat.eq(Mux(req.steps > sat, sat, req.steps)),
+            out_steps.eq(Mux(req.all_steps, Mux(req.steps > sat, sat, req.steps),
+                             Mux(req.conventional & (req.steps > 1), 2, 1))),
+            stacked.eq((req.layers > 1) & (req.layers <= S)),          # more layers are refused (LAYERS)
+            n_layers.eq(Mux((req.layers > 1) & (req.layers <= S), req.layers[:max(1, S.bit_length())], 1)),
+        ]
+        early_checks = [
+            ((req.hidden == 0) | (req.hidden > cfg.max_hidden), Error.HIDDEN),
+            ((req.layers > S) | ((req.layers > 1) & req.conventional), Error.LAYERS),
+            ((req.input > cfg.max_input) | ((req.layers > 1) & (req.hidden > cfg.max_input)), Error.INPUT),
+            ((req.batch == 0) | (req.batch > cfg.max_batch), Error.BATCH),
+            (req.steps == 0, Error.STEPS),
+            ((req.shift > cfg.acc_width)
+             | Cat((req.layers > k) & (req.upper_shift[k - 1] > cfg.acc_width) for k in range(1, S)).any(),
+             Error.SHIFT),
+        ]
+        m.d.sync += early.eq(Error.NONE)
+        for bad, code in reversed(early_checks):     # the first failing check names the error
+            with m.If(bad):
+                m.d.sync += early.eq(code)
+        # stage 1: per-run products. Every layer's input row blocks: layer 0 has R + Ri, layers k ≥ 1 have 2R
+        h0_words = Signal(range(cfg.max_batch * cfg.max_row_blocks + 1))
+        x_words = Signal(range(cfg.max_batch * cfg.max_input_blocks + 1))
+        k_all = Signal(range(cfg.max_k_blocks + 2 * S * cfg.max_row_blocks + 1))
+        bias_words = Signal(range(4 * S * cfg.max_row_blocks + 1))
+        m.d.sync += [
+            h0_words.eq(batch_pad * row_blocks), x_words.eq(batch_pad * input_blocks),
+            k_all.eq(row_blocks + input_blocks + Mux(stacked, (n_layers - 1) * Cat(0, row_blocks), 0)),
+            bias_words.eq(Cat(0, 0, row_blocks) * n_layers),
+        ]
+        # stage 2: region sizes
         a_words = Signal(cfg.mem_addr_bits + 16)
-        stacked = (req.layers > 1) & (req.layers <= S)     # more layers are refused (LAYERS)
-        n_layers = Mux(stacked, req.layers[:max(1, S.bit_length())], 1)
-        # every layer's input row blocks: layer 0 has R + Ri, layers k ≥ 1 have 2R
-        k_all = row_blocks + input_blocks + Mux(stacked, (n_layers - 1) * Cat(0, row_blocks), 0)
-        h0_words = batch_pad * row_blocks
-        sizes = {
-            "a": row_blocks * k_all * T,
-            "bias": Cat(0, 0, row_blocks) * req.has_bias * n_layers,
-            "h0": h0_words * n_layers,
-            "x": req.steps * batch_pad * input_blocks,
-            "out": Mux(req.all_steps, req.steps, Mux(req.conventional & (req.steps > 1), 2, 1))
-                   * batch_pad * row_blocks,
-        }
+        size_bits = (sat * max(cfg.max_batch * max(cfg.max_row_blocks, cfg.max_input_blocks), 1)).bit_length()
+        sizes = {name: Signal(max(size_bits, len(a_words)), name=f"size_{name}")
+                 for name in ("a", "bias", "h0", "x", "out")}
+        m.d.sync += [
+            sizes["a"].eq(row_blocks * k_all * T), sizes["bias"].eq(Mux(req.has_bias, bias_words, 0)),
+            sizes["h0"].eq(h0_words * n_layers), sizes["x"].eq(steps_sat * x_words),
+            sizes["out"].eq(out_steps * h0_words),
+        ]
+        # stage 3: their ends; stage 4: the verdicts
         bases = {"a": req.base_a, "bias": req.base_bias, "h0": req.base_h0, "x": req.base_x, "out": req.base_out}
-        ends = {name: bases[name] + sizes[name] for name in sizes}
+        ends = {name: Signal(len(sizes[name]) + 1, name=f"end_{name}") for name in sizes}
+        nonzero = {name: Signal(name=f"nonzero_{name}") for name in sizes}
+        m.d.sync += [ends[name].eq(bases[name] + sizes[name]) for name in sizes]
+        m.d.sync += [nonzero[name].eq(sizes[name] != 0) for name in sizes]
         names = list(sizes)
-        overlaps = [(sizes[a] != 0) & (sizes[b] != 0) & (bases[a] < ends[b]) & (bases[b] < ends[a])
+        overlaps = [nonzero[a] & nonzero[b] & (bases[a] < ends[b]) & (bases[b] < ends[a])
                     for n, a in enumerate(names) for b in names[n + 1:]]
-        with m.If(phase == Phase.CHECK):
+        with m.If((phase == Phase.CHECK) & (chk == CHECK_CYCLES - 1)):
             m.d.sync += [
                 p.row_blocks.eq(row_blocks), p.input_blocks.eq(input_blocks),
                 p.k_blocks.eq(row_blocks + input_blocks), p.col_blocks.eq(col_blocks),
@@ -146,22 +200,15 @@ class Scheduler(wiring.Component):
                 p.steps.eq(req.steps), p.shift.eq(req.shift), p.all_steps.eq(req.all_steps),
                 p.has_bias.eq(req.has_bias), p.conventional.eq(req.conventional),
                 p.layers.eq(n_layers), p.stacked.eq(stacked), p.upper_shift.eq(req.upper_shift),
-                p.h0_words.eq(h0_words),
+                p.h0_words.eq(h0_words), p.x_words.eq(x_words), p.bias_words.eq(bias_words),
                 p.base_a.eq(req.base_a), p.base_bias.eq(req.base_bias),
                 p.base_h0.eq(req.base_h0), p.base_x.eq(req.base_x), p.base_out.eq(req.base_out),
-                a_words.eq(row_blocks * k_all * T),
+                a_words.eq(sizes["a"]),
                 # conventional mode keeps nothing stationary: the subsets fetch A for every output tile
                 phase.eq(Mux(req.conventional, Phase.LOAD_BIAS, Phase.LOAD_A)),
             ]
             checks = [
-                ((req.hidden == 0) | (req.hidden > cfg.max_hidden), Error.HIDDEN),
-                ((req.layers > S) | ((req.layers > 1) & req.conventional), Error.LAYERS),
-                ((req.input > cfg.max_input) | ((req.layers > 1) & (req.hidden > cfg.max_input)), Error.INPUT),
-                ((req.batch == 0) | (req.batch > cfg.max_batch), Error.BATCH),
-                (req.steps == 0, Error.STEPS),
-                ((req.shift > cfg.acc_width)
-                 | Cat((req.layers > k) & (req.upper_shift[k - 1] > cfg.acc_width) for k in range(1, S)).any(),
-                 Error.SHIFT),
+                (early != Error.NONE, early),
                 (Cat(end > cfg.mem_words for end in ends.values()).any(), Error.REGION),
                 (Cat(overlaps).any(), Error.OVERLAP),
             ]
@@ -181,7 +228,7 @@ class Scheduler(wiring.Component):
         assembly = Signal(T * 8 * max(T, 4))
         loading_a = phase == Phase.LOAD_A
         loading_bias = phase == Phase.LOAD_BIAS
-        bias_words = p.row_blocks * 4 * p.layers
+        bias_words = p.bias_words
         total = Signal.like(a_words)
         m.d.comb += total.eq(a_words)
         with m.If(loading_bias):
