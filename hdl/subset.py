@@ -13,12 +13,14 @@ from hdl.memory import MemClient
 from hdl.params import run_params, trace_entry, work_item
 from hdl.ring import ring_word
 
-__all__ = ["Subset", "mem_tag_width"]
+__all__ = ["Subset", "mem_tag_width", "SETUP_CYCLES"]
 
 #: output groups (one word per cluster each) the output queue holds
 OUT_DEPTH = 4
 #: work items that may be between compute start and their last output word
 INFLIGHT_DEPTH = 8
+#: cycles a fill spends in SETUP: the item's address products (registered, DSP-sized), then their sums
+SETUP_CYCLES = 2
 
 
 def mem_tag_width(cfg: Config) -> int:
@@ -44,13 +46,6 @@ class FetchPhase(enum.Enum, shape=3):
 def _fetch_tag(cfg: Config) -> data.StructLayout:
     """Tag of a subset's memory read: an input-buffer address, or a word of an A tile."""
     return data.StructLayout({"addr": max(1, (cfg.buffer_words - 1).bit_length()), "tile": 1})
-
-
-def _out_slot(p, step):
-    """Which step slot of the output region step ``step`` goes to: every step its own (all_steps); in
-    conventional last-only runs two slots used in turn (the next step reads the previous one back);
-    otherwise the single slot of the last step."""
-    return Mux(p.all_steps, step - 1, Mux(p.conventional, (step - 1)[0], 0))
 
 
 def _rounds(p, s_idx: int, cfg: Config):
@@ -191,6 +186,7 @@ class Subset(wiring.Component):
         half_full = Signal(2)
         half_step = [Signal(self.items.payload.step.shape(), name=f"half{h}_step") for h in range(2)]
         half_cb = [Signal(range(cfg.max_col_blocks), name=f"half{h}_cb") for h in range(2)]
+        half_out = [Signal(cfg.mem_addr_bits, name=f"half{h}_out_base") for h in range(2)]
 
         # ---- fill side ------------------------------------------------------------------------------
         conv = p.conventional
@@ -210,6 +206,9 @@ class Subset(wiring.Component):
         ring_left = Signal(range(cfg.max_row_blocks * W + 1))
         written = Signal(range(KW + 1))
         a_left = Signal()                    # conventional: A tiles of this item still to arrive
+        f_out_base = Signal(cfg.mem_addr_bits)   # where the item's output words begin (see the output side)
+        f_sm1 = Signal(cfg.mem_addr_bits)    # step - 1, as far as addresses need it
+        setup_sums = Signal()                # the second SETUP cycle
 
         # this subset's input row blocks: R + Ri, or R + R for a stacked layer s ≥ 1 (its x is h of layer s-1)
         stacked = p.stacked
@@ -231,20 +230,41 @@ class Subset(wiring.Component):
         m.d.comb += self.items.ready.eq(do_take)
         with m.If(do_take):
             m.d.sync += [f_step.eq(self.items.payload.step), f_cb.eq(self.items.payload.column_block),
-                         fill_state.eq(FillState.SETUP)]
+                         f_sm1.eq(self.items.payload.step - 1), fill_state.eq(FillState.SETUP), setup_sums.eq(0)]
 
         first_step = f_step == 1
         x_phase = Mux(p.input_blocks != 0, FetchPhase.X, FetchPhase.NONE)
         if s_idx > 0:                        # a stacked layer s ≥ 1 takes its x from the ring
             x_phase = Mux(stacked, FetchPhase.NONE, x_phase)
-        h0_base = p.base_h0 + s_idx * p.h0_words if s_idx > 0 else p.base_h0    # layer s's h0 block
+        # per-run values, registered (params are stable long before the first item)
+        h0_base = Signal(cfg.mem_addr_bits)  # layer s's h0 block
+        m.d.sync += h0_base.eq(Mux(stacked, p.base_h0 + s_idx * p.h0_words, p.base_h0) if s_idx > 0 else p.base_h0)
+        a_first, a_stride, a_next = (Signal(cfg.mem_addr_bits, name=n) for n in ("a_first", "a_stride", "a_next"))
+        m.d.sync += [a_first.eq(p.base_a + (s_idx * K * T) * p.k_blocks),
+                     a_stride.eq((cfg.subsets * K * T) * p.k_blocks)]
+        # SETUP, first cycle: the item's products, each one multiplier with registers on both sides
+        #   x rows at base_x + ((step-1)·Bp + cb·W)·Ri = base_x + (step-1)·x_words + (cb·Ri)·W
+        #   h rows at h0_base + (cb·R)·W (step 1), or in conventional mode at base_out + slot(step-1)·Bp·R + (cb·R)·W
+        #   output words at base_out + slot(step)·Bp·R + (cb·R)·W + first row block, where slot(n), the step slot of
+        #   the output region step n goes to, is n - 1 (every step written), (n - 1) mod 2 (conventional last-only:
+        #   two slots in turn, the next step reads the previous one back), else 0 (the last step's only)
+        log_w = W.bit_length() - 1
+        px, ph = Signal(cfg.mem_addr_bits), Signal(cfg.mem_addr_bits)
+        pcx, pch = Signal(cfg.mem_addr_bits), Signal(cfg.mem_addr_bits)
+        m.d.sync += [px.eq(f_sm1 * p.x_words), ph.eq(f_sm1 * p.h0_words),
+                     pcx.eq((f_cb * p.input_blocks) << log_w), pch.eq((f_cb * p.row_blocks) << log_w)]
         with m.If(fill_state == FillState.SETUP):
-            # h rows: h0 for step 1; in conventional mode, step n-1's output as written to memory
-            h_base = Mux(first_step, Mux(stacked, h0_base, p.base_h0),
-                         p.base_out + _out_slot(p, f_step - 1) * p.batch_pad * p.row_blocks)
-            h_addr = h_base + f_cb * (W * p.row_blocks)
-            x_addr = p.base_x + ((f_step - 1) * p.batch_pad + f_cb * W) * p.input_blocks
+            m.d.sync += setup_sums.eq(1)
+        with m.If((fill_state == FillState.SETUP) & setup_sums):
+            # SETUP, second cycle: the sums. slot(step) = step - 1 (all steps), (step - 1) mod 2 (conventional
+            # last-only), else 0; slot(step - 1) the same one step back
+            t_out = Mux(p.all_steps, ph, Mux(conv & f_sm1[0], p.h0_words, 0))
+            t_in = Mux(p.all_steps, ph - p.h0_words, Mux(conv & ~f_sm1[0], p.h0_words, 0))
+            h_addr = Mux(first_step, h0_base, p.base_out + t_in) + pch
+            x_addr = p.base_x + px + pcx
+            first_row0 = Mux(conv, s_idx * K, 0)
             m.d.sync += [
+                f_out_base.eq(p.base_out + t_out + pch + first_row0),
                 f_addr.eq(h_addr), f_h_addr.eq(h_addr), f_x_addr.eq(x_addr), f_k.eq(0), f_w.eq(0), written.eq(0),
                 f_rows.eq(p.row_blocks), f_row0.eq(0), ring_left.eq(0), a_left.eq(conv),
                 fill_state.eq(FillState.FILL),
@@ -252,7 +272,7 @@ class Subset(wiring.Component):
                 f_target.eq(Mux(stacked & ~first_step, x_rows, kb) * W),
             ]
             with m.If(conv):
-                m.d.sync += [f_phase.eq(FetchPhase.A), f_addr.eq(p.base_a + s_idx * K * p.k_blocks * T)]
+                m.d.sync += [f_phase.eq(FetchPhase.A), f_addr.eq(a_first), a_next.eq(a_first + a_stride)]
             with m.Elif(first_step):
                 m.d.sync += f_phase.eq(FetchPhase.H0)
             with m.Else():
@@ -264,7 +284,8 @@ class Subset(wiring.Component):
         with m.If(self.tile_done):
             m.d.sync += a_left.eq(0)
 
-        # conventional: A tiles, row block by row block (this subset's row blocks, T words per tile);
+        # conventional: A tiles, row block by row block (this subset's row blocks, T words per tile; a group of
+        # K row blocks is K·Kin·T consecutive words, the next group S·K·Kin·T words on);
         # then h and x: consecutive words, column-major (w outer, row inner) as the batch-major layout has them
         a_ctr = _TileCounter(cfg, s_idx, "a_issue")
         m.submodules.a_issue = a_ctr
@@ -286,7 +307,7 @@ class Subset(wiring.Component):
                 with m.If(a_ctr.last):
                     m.d.sync += [f_phase.eq(Mux(first_step, FetchPhase.H0, FetchPhase.H)), f_addr.eq(f_h_addr)]
                 with m.Elif(a_ctr.next_group):
-                    m.d.sync += f_addr.eq(p.base_a + a_ctr.next_row * p.k_blocks * T)
+                    m.d.sync += [f_addr.eq(a_next), a_next.eq(a_next + a_stride)]
             with m.Else():
                 m.d.sync += f_k.eq(f_k + 1)
                 with m.If(f_k == f_rows - 1):
@@ -330,12 +351,14 @@ class Subset(wiring.Component):
             m.d.sync += [fill_half.eq(~fill_half), fill_state.eq(FillState.IDLE)]
             for h in range(2):
                 with m.If(fill_half == h):
-                    m.d.sync += [half_full[h].eq(1), half_step[h].eq(f_step), half_cb[h].eq(f_cb)]
+                    m.d.sync += [half_full[h].eq(1), half_step[h].eq(f_step), half_cb[h].eq(f_cb),
+                                 half_out[h].eq(f_out_base)]
 
         # ---- compute side ---------------------------------------------------------------------------
-        m.submodules.inflight = inflight = SyncFIFOBuffered(width=work_item(cfg).size + 32, depth=INFLIGHT_DEPTH)
-        inflight_w = data.View(data.StructLayout({"item": work_item(cfg), "begin": 32}), inflight.w_data)
-        inflight_r = data.View(data.StructLayout({"item": work_item(cfg), "begin": 32}), inflight.r_data)
+        inflight_layout = data.StructLayout({"item": work_item(cfg), "begin": 32, "out_base": cfg.mem_addr_bits})
+        m.submodules.inflight = inflight = SyncFIFOBuffered(width=inflight_layout.size, depth=INFLIGHT_DEPTH)
+        inflight_w = data.View(inflight_layout, inflight.w_data)
+        inflight_r = data.View(inflight_layout, inflight.r_data)
         m.submodules.outq = outq = SyncFIFOBuffered(width=_out_entry(cfg).size, depth=OUT_DEPTH)
         credits = Signal(range(OUT_DEPTH + 1), init=OUT_DEPTH)
 
@@ -360,7 +383,8 @@ class Subset(wiring.Component):
         m.d.comb += [inflight.w_en.eq(do_start), inflight_w.begin.eq(self.cycle)]
         for h in range(2):
             with m.If(cmp_half == h):
-                m.d.comb += [inflight_w.item.step.eq(half_step[h]), inflight_w.item.column_block.eq(half_cb[h])]
+                m.d.comb += [inflight_w.item.step.eq(half_step[h]), inflight_w.item.column_block.eq(half_cb[h]),
+                             inflight_w.out_base.eq(half_out[h])]
         with m.If(do_start):
             m.d.sync += [running.eq(1), ii.eq(0), cw.eq(0), ck.eq(0)]
         with m.If(do_issue):
@@ -443,7 +467,14 @@ class Subset(wiring.Component):
         item = inflight_r.item
         oc = Signal(range(K))
         sent_ring, sent_mem = Signal(), Signal()
-        row_block = Mux(conv, (head.ii * cfg.subsets + s_idx) * K, head.ii * K) + oc
+        # the group's first row block and its offset from the item's out_base (first row block of its
+        # first round included there), kept as they go: one group is K row blocks of one column, the next
+        # group the next column (R words on), and after W columns the next round (K row blocks on;
+        # S·K in conventional mode)
+        round_rel = Signal(range(cfg.max_row_blocks + cfg.subsets * K + 1))
+        grp_off = Signal(cfg.mem_addr_bits)
+        row_block = Signal(range(cfg.max_row_blocks + 2 * cfg.subsets * K + 1))
+        m.d.comb += row_block.eq(Mux(conv, s_idx * K, 0) + round_rel + oc)
         present = row_block < p.row_blocks
         # conventional: every step goes to memory (the next step reads it back); nothing on the ring.
         # stacked: layers below the top send every step on (layer s+1's x); only the top layer writes.
@@ -451,10 +482,7 @@ class Subset(wiring.Component):
         to_ring = Mux(stacked, ~top, ~conv & (item.step != p.steps))
         kept = p.all_steps | (item.step == p.steps)
         to_mem = Mux(stacked, top & kept, conv | kept)
-        t_out = Signal.like(item.step)
-        m.d.comb += t_out.eq(_out_slot(p, item.step))
-        out_addr = p.base_out + ((t_out * p.batch_pad + item.column_block * W + head.w) * p.row_blocks
-                                 + row_block)
+        out_addr = inflight_r.out_base + grp_off + oc
         have = outq.r_rdy
         m.d.comb += [
             self.ring_out.valid.eq(have & present & to_ring & ~sent_ring),
@@ -485,6 +513,13 @@ class Subset(wiring.Component):
                 m.d.sync += sent_ring.eq(1)
             with m.If(self.store.req.valid & self.store.req.ready):
                 m.d.sync += sent_mem.eq(1)
+        round_step = Mux(conv, cfg.subsets * K, K)
+        with m.If(self.start | trace_now):
+            m.d.sync += [round_rel.eq(0), grp_off.eq(0)]
+        with m.Elif(group_done & (head.w == W - 1)):
+            m.d.sync += [round_rel.eq(round_rel + round_step), grp_off.eq(round_rel + round_step)]
+        with m.Elif(group_done):
+            m.d.sync += grp_off.eq(grp_off + p.row_blocks)
         m.d.comb += [outq.r_en.eq(group_done), inflight.r_en.eq(trace_now)]
         with m.If(do_issue & group_start & ~group_done):
             m.d.sync += credits.eq(credits - 1)

@@ -29,8 +29,8 @@ nothing is fitted):
   < J`` test); a fill with no words at all is ``filled`` in its first FILL cycle.
 * **Fill side** (``hdl/subset.py``): a subset takes its next item when the fill side is idle (the cycle
   after the previous fill's last write) and the buffer half is free (the cycle after the item two back
-  issued its last MAC); then one SETUP cycle; then FILL: memory reads from the one fetch port (h0 and x;
-  in conventional mode the subset's A tiles, then h, then x, in one stream), and the hidden rows of
+  issued its last MAC); then ``SETUP_CYCLES`` cycles of SETUP; then FILL: memory reads from the one fetch
+  port (h0 and x; in conventional mode the subset's A tiles, then h, then x, in one stream), and the hidden rows of
   steps > 1 from the ring. The buffer has one write port and a memory response takes it first: a ring
   word waits out every cycle with a response. The half is full the cycle after its last word is written.
 * **Compute side**: an item starts (a cycle that issues no MAC) the cycle after its half is full and the
@@ -72,7 +72,7 @@ from hdl.cluster import Cluster
 from hdl.config import Config, UserError, ceil_div
 from hdl.csr import memory_clients
 from hdl.order import subset_items
-from hdl.subset import INFLIGHT_DEPTH, OUT_DEPTH
+from hdl.subset import INFLIGHT_DEPTH, OUT_DEPTH, SETUP_CYCLES
 from sim.layout import MODES, plan
 
 __all__ = ["MODES", "MEMORY_MODELS", "WORD_LEVEL_LIMIT", "FIFO_LATENCY", "Prediction", "traffic",
@@ -684,7 +684,7 @@ class _Run:
             if n >= 2:
                 yield sub.done[n - 2]
                 t = max(t, sub.done[n - 2].value + 1)
-            t += 2                                  # the take cycle, then SETUP; FILL requests from here
+            t += 1 + SETUP_CYCLES                   # the take cycle, then SETUP; FILL requests from here
             rq = fut = None
             if mem.word_level:
                 if it.fetch:
