@@ -1,6 +1,6 @@
 """Top: the whole accelerator — host interface, scheduler, S subsets, ring, global memory, counters."""
 
-from amaranth import Cat, Elaboratable, Module, Signal
+from amaranth import Cat, Elaboratable, Module, Mux, Signal
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
@@ -118,14 +118,19 @@ class Top(wiring.Component):
             for name, strobe in ((f"BUSY{s}", sub.computing), (f"IN_STALL{s}", sub.input_stall),
                                  (f"OUT_STALL{s}", sub.output_stall)):
                 per_subset[name] = (Signal(64, name=name.lower()), strobe)
+        # the MACs of a cycle are summed in one cycle and added in the next (a short adder tree, then the
+        # 64-bit add), so the count is complete one cycle after the run's last MAC, long before a host reads it
+        mac_step = Signal(range(S * cfg.clusters * T * T + 1))
+        m.d.sync += mac_step.eq(Mux(phase == Phase.RUN, sum(sub.active_clusters for sub in subsets) * (T * T), 0))
         with m.If(starting):
             m.d.sync += [macs.eq(0), overflow.eq(0)]
             m.d.sync += [counter.eq(0) for counter, _ in per_subset.values()]
-        with m.Elif(phase == Phase.RUN):
-            m.d.sync += macs.eq(macs + sum(sub.active_clusters for sub in subsets) * (T * T))
-            m.d.sync += [counter.eq(counter + strobe) for counter, strobe in per_subset.values()]
-            with m.If(Cat(sub.overflow for sub in subsets).any()):
-                m.d.sync += overflow.eq(1)
+        with m.Else():
+            m.d.sync += macs.eq(macs + mac_step)
+            with m.If(phase == Phase.RUN):
+                m.d.sync += [counter.eq(counter + strobe) for counter, strobe in per_subset.values()]
+                with m.If(Cat(sub.overflow for sub in subsets).any()):
+                    m.d.sync += overflow.eq(1)
         values.update({name: counter for name, (counter, _) in per_subset.items()})
         # traffic by kind: the weight loader's reads by phase, the subsets' reads by what they fetch
         loader_read = sched.loader.req.valid & sched.loader.req.ready
