@@ -55,13 +55,13 @@ class Config:
 
     subsets: int = 4
     clusters: int = 2
-    tile: int = 8
-    column_width: int = 8
+    tile: int = 4
+    column_width: int = 4
     max_hidden: int = 64
     max_input: int = 32
     max_batch: int = 64
     fifo_depth: int = 8
-    mem_words: int = 16384
+    mem_words: int = 32768
     mem_bandwidth: int = 2
     mem_latency: int = 4
     acc_width: int = 32
@@ -183,7 +183,9 @@ class Config:
         return cls(**d)
 
 
-#: Named presets. ``small`` keeps the test suite fast; ``default`` is what ``make run`` builds.
+#: Named presets. ``small`` keeps the test suite fast; ``default`` is what ``make run`` builds: 4 subsets ×
+#: 2 clusters × 4×4 MACs = 128 int8 MACs, one ECP5 MULT18X18D each, so it fits an ECP5-85k (156 DSPs, the
+#: memories in block RAM); 32768 words of 4 bytes keep the 128 KB the demo and bench workloads need.
 PRESETS: dict[str, Config] = {
     "default": Config(),
     "small": Config(subsets=2, clusters=1, tile=4, column_width=4, max_hidden=16, max_input=8,
