@@ -7,7 +7,7 @@ data a fixed number of cycles after its grant.
 
 from __future__ import annotations
 
-from amaranth import Array, Cat, Module, Mux, Signal, unsigned
+from amaranth import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -118,10 +118,15 @@ class _RoundRobin(wiring.Component):
     """A fair arbiter: grants the first requester at or after its pointer, then moves the pointer past
     the granted requester, so a waiting requester is granted within ``count`` cycles.
 
+    The pointer is kept as a mask of the requesters at or after it; the first requester of the masked
+    requests (or, when none, of all requests) is isolated with one carry chain (``x & -x``), so the grant
+    is a few logic levels deep whatever ``count``.
+
     Members
     -------
     requests : ``In(count)``, one bit per requester.
     grant : ``Out(range(count))``, the granted requester, meaningful while ``valid``.
+    onehot : ``Out(count)``, the granted requester as one bit (0 when nothing is requested).
     valid : ``Out(1)``, high whenever any request is high (the arbiter never idles).
     """
 
@@ -130,29 +135,32 @@ class _RoundRobin(wiring.Component):
         super().__init__({
             "requests": In(count),
             "grant": Out(range(count)),
+            "onehot": Out(count),
             "valid": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
         n = self._count
+        ones = (1 << n) - 1
 
         do_grant = self.requests.any()
         m.d.comb += self.valid.eq(do_grant)
 
-        pointer = Signal(range(n))
-        with m.Switch(pointer):
-            for start in range(n):
-                with m.Case(start):
-                    # Later assignments win: scanning from the far end leaves the requester closest
-                    # after the pointer granted.
-                    for offset in reversed(range(n)):
-                        who = (start + offset) % n
-                        with m.If(self.requests[who]):
-                            m.d.comb += self.grant.eq(who)
+        mask = Signal(n, init=ones)             # requesters at or after the pointer
+        masked = self.requests & mask
+        pool = Signal(n)
+        m.d.comb += pool.eq(Mux(masked.any(), masked, self.requests))
+        m.d.comb += self.onehot.eq(pool & (~pool + 1)[:n])
+        m.d.comb += self.grant.eq(Cat(Cat(self.onehot[i] for i in range(n) if i >> bit & 1).any()
+                                      for bit in range(max(1, (n - 1).bit_length())))[:len(self.grant)])
 
+        # the pointer moves past the granted requester: the mask keeps the requesters above it (all after
+        # the last one)
+        above = Signal(n)
+        m.d.comb += above.eq((~(Cat(0, self.onehot) - 1))[:n])
         with m.If(do_grant):
-            m.d.sync += pointer.eq(Mux(self.grant == n - 1, 0, self.grant + 1))
+            m.d.sync += mask.eq(Mux(above.any(), above, ones))
         return m
 
 
@@ -224,12 +232,7 @@ class GlobalMemory(wiring.Component):
             bank_of.append(bank_sig)
             row_of.append(row_sig)
 
-        row_in = Array(row_of)
-        write_in = Array(req.payload.write for req in reqs)
-        data_in = Array(req.payload.data for req in reqs)
-        tag_in = Array(req.payload.tag for req in reqs)
-
-        granted = [Signal(name=f"granted{c}") for c in range(n)]
+        onehots = []
         # The last stage of each bank's read pipeline: what is delivered this cycle.
         delivered = []
         in_flight = []
@@ -237,43 +240,64 @@ class GlobalMemory(wiring.Component):
             arbiter = m.submodules[f"arbiter{b}"] = _RoundRobin(n)
             for c, req in enumerate(reqs):
                 m.d.comb += arbiter.requests[c].eq(req.valid & (bank_of[c] == b))
-                with m.If(arbiter.valid & (arbiter.grant == c)):
-                    m.d.comb += granted[c].eq(1)
+            onehots.append(arbiter.onehot)
+            # the granted request, selected by the one-hot grant (an AND-OR, no priority chain)
+            pick = arbiter.onehot
             who = arbiter.grant
-            bank_read = arbiter.valid & ~write_in[who]
-            bank_write = arbiter.valid & write_in[who]
+            g_write = Cat(pick[c] & req.payload.write for c, req in enumerate(reqs)).any()
+            g_row = Signal(range(self.bank_depth), name=f"b{b}_row")
+            g_data = Signal(cfg.word_bits, name=f"b{b}_data")
+            g_tag = Signal(self._tag_width, name=f"b{b}_tag")
+            for c, req in enumerate(reqs):
+                with m.If(pick[c]):
+                    m.d.comb += [g_row.eq(row_of[c]), g_data.eq(req.payload.data), g_tag.eq(req.payload.tag)]
+            bank_read = arbiter.valid & ~g_write
+            bank_write = arbiter.valid & g_write
 
             memory = m.submodules[f"bank{b}"] = Memory(shape=cfg.word_bits, depth=self.bank_depth, init=[])
             write_port = memory.write_port()
             read_port = memory.read_port()
-            m.d.comb += [
-                write_port.en.eq(bank_write),
-                write_port.addr.eq(row_in[who]),
-                write_port.data.eq(data_in[who]),
-                read_port.en.eq(bank_read),
-                read_port.addr.eq(row_in[who]),
-            ]
 
-            # Stage 1 sits beside the read port's own register; mem_latency - 1 more stages follow.
+            # Stage 1 registers the grant. With mem_latency ≥ 2 the bank is accessed from those registers a
+            # cycle after the grant (a write then too, so a read granted later still sees it) and its data is
+            # stage 2; with mem_latency 1 the bank is accessed at the grant and its read register is stage 1.
             valid = Signal(name=f"b{b}_valid1")
             client = Signal(range(n), name=f"b{b}_client1")
             tag = Signal(self._tag_width, name=f"b{b}_tag1")
-            word = read_port.data
-            m.d.sync += [valid.eq(bank_read), client.eq(who), tag.eq(tag_in[who])]
+            m.d.sync += [valid.eq(bank_read), client.eq(who), tag.eq(g_tag)]
             in_flight.append(valid)
+            if cfg.mem_latency >= 2:
+                a_write = Signal(name=f"b{b}_write1")
+                a_row = Signal(range(self.bank_depth), name=f"b{b}_row1")
+                a_data = Signal(cfg.word_bits, name=f"b{b}_wdata1")
+                m.d.sync += [a_write.eq(bank_write), a_row.eq(g_row), a_data.eq(g_data)]
+                m.d.comb += [
+                    write_port.en.eq(a_write), write_port.addr.eq(a_row), write_port.data.eq(a_data),
+                    read_port.en.eq(valid), read_port.addr.eq(a_row),
+                ]
+                word = None
+            else:
+                m.d.comb += [
+                    write_port.en.eq(bank_write), write_port.addr.eq(g_row), write_port.data.eq(g_data),
+                    read_port.en.eq(bank_read), read_port.addr.eq(g_row),
+                ]
+                word = read_port.data
             for stage in range(2, cfg.mem_latency + 1):
                 next_valid = Signal(name=f"b{b}_valid{stage}")
                 next_client = Signal(range(n), name=f"b{b}_client{stage}")
                 next_tag = Signal(self._tag_width, name=f"b{b}_tag{stage}")
-                next_word = Signal(cfg.word_bits, name=f"b{b}_data{stage}")
-                m.d.sync += [next_valid.eq(valid), next_client.eq(client), next_tag.eq(tag),
-                             next_word.eq(word)]
+                m.d.sync += [next_valid.eq(valid), next_client.eq(client), next_tag.eq(tag)]
+                if word is None:
+                    next_word = read_port.data          # stage 2: the bank's own read register
+                else:
+                    next_word = Signal(cfg.word_bits, name=f"b{b}_data{stage}")
+                    m.d.sync += next_word.eq(word)
                 valid, client, tag, word = next_valid, next_client, next_tag, next_word
                 in_flight.append(valid)
             delivered.append((valid, client, tag, word))
 
         for c, req in enumerate(reqs):
-            m.d.comb += req.ready.eq(granted[c])
+            m.d.comb += req.ready.eq(Cat(onehot[c] for onehot in onehots).any())
 
         # A client is granted at most once per cycle and latency is fixed, so at most one bank
         # delivers to it in any cycle.
