@@ -187,6 +187,7 @@ class Subset(wiring.Component):
         half_step = [Signal(self.items.payload.step.shape(), name=f"half{h}_step") for h in range(2)]
         half_cb = [Signal(range(cfg.max_col_blocks), name=f"half{h}_cb") for h in range(2)]
         half_out = [Signal(cfg.mem_addr_bits, name=f"half{h}_out_base") for h in range(2)]
+        half_last = [Signal(name=f"half{h}_last") for h in range(2)]    # the item is of the last step
 
         # ---- fill side ------------------------------------------------------------------------------
         conv = p.conventional
@@ -209,6 +210,7 @@ class Subset(wiring.Component):
         f_out_base = Signal(cfg.mem_addr_bits)   # where the item's output words begin (see the output side)
         f_sm1 = Signal(cfg.mem_addr_bits)    # step - 1, as far as addresses need it
         setup_sums = Signal()                # the second SETUP cycle
+        f_last = Signal()                    # the item is of the last step (compared once, in SETUP)
 
         # this subset's input row blocks: R + Ri, or R + R for a stacked layer s ≥ 1 (its x is h of layer s-1)
         stacked = p.stacked
@@ -254,7 +256,7 @@ class Subset(wiring.Component):
         m.d.sync += [px.eq(f_sm1 * p.x_words), ph.eq(f_sm1 * p.h0_words),
                      pcx.eq((f_cb * p.input_blocks) << log_w), pch.eq((f_cb * p.row_blocks) << log_w)]
         with m.If(fill_state == FillState.SETUP):
-            m.d.sync += setup_sums.eq(1)
+            m.d.sync += [setup_sums.eq(1), f_last.eq(f_step == p.steps)]
         with m.If((fill_state == FillState.SETUP) & setup_sums):
             # SETUP, second cycle: the sums. slot(step) = step - 1 (all steps), (step - 1) mod 2 (conventional
             # last-only), else 0; slot(step - 1) the same one step back
@@ -352,10 +354,11 @@ class Subset(wiring.Component):
             for h in range(2):
                 with m.If(fill_half == h):
                     m.d.sync += [half_full[h].eq(1), half_step[h].eq(f_step), half_cb[h].eq(f_cb),
-                                 half_out[h].eq(f_out_base)]
+                                 half_out[h].eq(f_out_base), half_last[h].eq(f_last)]
 
         # ---- compute side ---------------------------------------------------------------------------
-        inflight_layout = data.StructLayout({"item": work_item(cfg), "begin": 32, "out_base": cfg.mem_addr_bits})
+        inflight_layout = data.StructLayout({"item": work_item(cfg), "begin": 32, "out_base": cfg.mem_addr_bits,
+                                             "last": 1})
         m.submodules.inflight = inflight = SyncFIFOBuffered(width=inflight_layout.size, depth=INFLIGHT_DEPTH)
         inflight_w = data.View(inflight_layout, inflight.w_data)
         inflight_r = data.View(inflight_layout, inflight.r_data)
@@ -384,7 +387,7 @@ class Subset(wiring.Component):
         for h in range(2):
             with m.If(cmp_half == h):
                 m.d.comb += [inflight_w.item.step.eq(half_step[h]), inflight_w.item.column_block.eq(half_cb[h]),
-                             inflight_w.out_base.eq(half_out[h])]
+                             inflight_w.out_base.eq(half_out[h]), inflight_w.last.eq(half_last[h])]
         with m.If(do_start):
             m.d.sync += [running.eq(1), ii.eq(0), cw.eq(0), ck.eq(0)]
         with m.If(do_issue):
@@ -459,8 +462,9 @@ class Subset(wiring.Component):
             m.d.comb += outq_w.words[c].eq(cl.out_word)
         # clusters past the last row block compute on stale tiles: their results (and flags) are dropped
         done_row = Mux(conv, (done_tag.ii * cfg.subsets + s_idx) * K, done_tag.ii * K)
-        m.d.comb += self.overflow.eq(Cat(cl.overflow & (done_row + c < p.row_blocks)
-                                         for c, cl in enumerate(clusters)).any())
+        done_present = Cat(done_row + c < p.row_blocks for c in range(K))
+        m.d.comb += [self.overflow.eq((Cat(cl.overflow for cl in clusters) & done_present).any()),
+                     outq_w.present.eq(done_present)]
 
         # ---- output: each queued group leaves as up to K words, to the ring and/or memory -------------
         head = data.View(_out_entry(cfg), outq.r_data)
@@ -475,12 +479,12 @@ class Subset(wiring.Component):
         grp_off = Signal(cfg.mem_addr_bits)
         row_block = Signal(range(cfg.max_row_blocks + 2 * cfg.subsets * K + 1))
         m.d.comb += row_block.eq(Mux(conv, s_idx * K, 0) + round_rel + oc)
-        present = row_block < p.row_blocks
+        present = head.present.bit_select(oc, 1)     # row_block < R, worked out as the group was queued
         # conventional: every step goes to memory (the next step reads it back); nothing on the ring.
         # stacked: layers below the top send every step on (layer s+1's x); only the top layer writes.
         top = p.layers == s_idx + 1
-        to_ring = Mux(stacked, ~top, ~conv & (item.step != p.steps))
-        kept = p.all_steps | (item.step == p.steps)
+        to_ring = Mux(stacked, ~top, ~conv & ~inflight_r.last)
+        kept = p.all_steps | inflight_r.last
         to_mem = Mux(stacked, top & kept, conv | kept)
         out_addr = inflight_r.out_base + grp_off + oc
         have = outq.r_rdy
@@ -501,7 +505,7 @@ class Subset(wiring.Component):
         trace_now = group_done & head.last_item
 
         if loop is not None:                 # stacked: h_t of this layer, for its step t + 1
-            m.d.comb += [loop.en.eq(word_done & present & stacked & (item.step != p.steps)),
+            m.d.comb += [loop.en.eq(word_done & present & stacked & ~inflight_r.last),
                          loop.addr.eq(Cat(head.w, row_block[:rb_bits], item.column_block[:cb_bits], item.step[0])),
                          loop.data.eq(head.words[oc])]
         with m.If(word_done):
@@ -557,4 +561,5 @@ def _out_entry(cfg: Config) -> data.StructLayout:
         "ii": range(cfg.row_blocks_per_cluster),
         "w": range(cfg.column_width),
         "last_item": 1,
+        "present": cfg.clusters,
     })
