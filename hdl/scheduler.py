@@ -175,6 +175,8 @@ class Scheduler(wiring.Component):
         ]
         # stage 2: region sizes
         a_words = Signal(cfg.mem_addr_bits + 16)
+        left = Signal.like(a_words)              # words the loader has still to request in this phase
+        left_nz = Signal()                       # left != 0, registered beside it
         size_bits = (sat * max(cfg.max_batch * max(cfg.max_row_blocks, cfg.max_input_blocks), 1)).bit_length()
         sizes = {name: Signal(max(size_bits, len(a_words)), name=f"size_{name}")
                  for name in ("a", "bias", "h0", "x", "out")}
@@ -204,6 +206,8 @@ class Scheduler(wiring.Component):
                 p.base_a.eq(req.base_a), p.base_bias.eq(req.base_bias),
                 p.base_h0.eq(req.base_h0), p.base_x.eq(req.base_x), p.base_out.eq(req.base_out),
                 a_words.eq(sizes["a"]),
+                left.eq(Mux(req.conventional, bias_words, sizes["a"])),
+                left_nz.eq(Mux(req.conventional, bias_words != 0, sizes["a"] != 0)),
                 # conventional mode keeps nothing stationary: the subsets fetch A for every output tile
                 phase.eq(Mux(req.conventional, Phase.LOAD_BIAS, Phase.LOAD_A)),
             ]
@@ -239,12 +243,12 @@ class Scheduler(wiring.Component):
             m.d.comb += base.eq(p.base_bias)
 
         m.d.comb += [
-            self.loader.req.valid.eq((loading_a | (loading_bias & p.has_bias)) & (issued < total)),
+            self.loader.req.valid.eq((loading_a | (loading_bias & p.has_bias)) & left_nz),
             self.loader.req.payload.addr.eq(base + issued),
             self.loader.req.payload.write.eq(0),
         ]
         with m.If(self.loader.req.valid & self.loader.req.ready):
-            m.d.sync += issued.eq(issued + 1)
+            m.d.sync += [issued.eq(issued + 1), left.eq(left - 1), left_nz.eq(left != 1)]
         # without a bias the zeros are made here, one word a cycle, instead of read
         word_valid = Signal()
         word = Signal(T * 8)
@@ -294,7 +298,7 @@ class Scheduler(wiring.Component):
         with m.If((phase == Phase.CHECK) | phase_end):
             m.d.sync += [issued.eq(0), received.eq(0), r.eq(0), k.eq(0), cl.eq(0), sel.eq(0), ii.eq(0), lay.eq(0)]
         with m.If(phase_end & loading_a):
-            m.d.sync += phase.eq(Phase.LOAD_BIAS)
+            m.d.sync += [phase.eq(Phase.LOAD_BIAS), left.eq(p.bias_words), left_nz.eq(p.bias_words != 0)]
         with m.If(phase_end & loading_bias):
             m.d.sync += phase.eq(Phase.RUN)
 

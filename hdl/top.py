@@ -101,7 +101,8 @@ class Top(wiring.Component):
         grants = [cl.req.valid & cl.req.ready for cl in mem.clients]
         moves = [sub.computing | (sub.ring_in.valid & sub.ring_in.ready) | (sub.items.valid & sub.items.ready)
                  for sub in subsets]
-        m.d.comb += sched.progress.eq(Cat(*grants, *moves, mem.busy, sched.load_tile_en, sched.load_bias_en).any())
+        # registered: the watchdog hears of a cycle's progress one cycle later (off the grant paths)
+        m.d.sync += sched.progress.eq(Cat(*grants, *moves, mem.busy, sched.load_tile_en, sched.load_bias_en).any())
         with m.Switch(host.trace_subset):
             for s, sub in enumerate(subsets):
                 with m.Case(s):
