@@ -358,7 +358,7 @@ class Subset(wiring.Component):
 
         # ---- compute side ---------------------------------------------------------------------------
         inflight_layout = data.StructLayout({"item": work_item(cfg), "begin": 32, "out_base": cfg.mem_addr_bits,
-                                             "last": 1})
+                                             "last": 1, "to_ring": 1, "to_mem": 1})
         m.submodules.inflight = inflight = SyncFIFOBuffered(width=inflight_layout.size, depth=INFLIGHT_DEPTH)
         inflight_w = data.View(inflight_layout, inflight.w_data)
         inflight_r = data.View(inflight_layout, inflight.r_data)
@@ -388,6 +388,15 @@ class Subset(wiring.Component):
             with m.If(cmp_half == h):
                 m.d.comb += [inflight_w.item.step.eq(half_step[h]), inflight_w.item.column_block.eq(half_cb[h]),
                              inflight_w.out_base.eq(half_out[h]), inflight_w.last.eq(half_last[h])]
+        # where the item's outputs go, decided once as it starts (registers, for the output side's requests):
+        # conventional: every step to memory (the next step reads it back), nothing on the ring; stacked:
+        # layers below the top send every step on (layer s+1's x), only the top layer writes; otherwise
+        # steps < L to the ring, every step (all_steps) or only step L to memory
+        top = p.layers == s_idx + 1
+        start_last = inflight_w.last
+        kept = p.all_steps | start_last
+        m.d.comb += [inflight_w.to_ring.eq(Mux(stacked, ~top, ~conv & ~start_last)),
+                     inflight_w.to_mem.eq(Mux(stacked, top & kept, conv | kept))]
         with m.If(do_start):
             m.d.sync += [running.eq(1), ii.eq(0), cw.eq(0), ck.eq(0)]
         with m.If(do_issue):
@@ -480,12 +489,7 @@ class Subset(wiring.Component):
         row_block = Signal(range(cfg.max_row_blocks + 2 * cfg.subsets * K + 1))
         m.d.comb += row_block.eq(Mux(conv, s_idx * K, 0) + round_rel + oc)
         present = head.present.bit_select(oc, 1)     # row_block < R, worked out as the group was queued
-        # conventional: every step goes to memory (the next step reads it back); nothing on the ring.
-        # stacked: layers below the top send every step on (layer s+1's x); only the top layer writes.
-        top = p.layers == s_idx + 1
-        to_ring = Mux(stacked, ~top, ~conv & ~inflight_r.last)
-        kept = p.all_steps | inflight_r.last
-        to_mem = Mux(stacked, top & kept, conv | kept)
+        to_ring, to_mem = inflight_r.to_ring, inflight_r.to_mem
         out_addr = inflight_r.out_base + grp_off + oc
         have = outq.r_rdy
         m.d.comb += [

@@ -144,13 +144,16 @@ class Top(wiring.Component):
             "READ_X": [sub.fetching & (sub.fetch_kind == FetchPhase.X) for sub in subsets],
             "WRITE_OUT": [sub.store.req.valid & sub.store.req.ready for sub in subsets],
         }
+        # the strobes (memory grants) are registered and counted a cycle later, off the grant paths
         for name, strobes in kinds.items():
             counter = Signal(64, name=name.lower())
+            seen = Signal(len(strobes), name=f"{name.lower()}_strobes")
+            m.d.sync += seen.eq(Cat(*strobes))
             values[name] = counter
             with m.If(starting):
                 m.d.sync += counter.eq(0)
             with m.Else():
-                m.d.sync += counter.eq(counter + sum(strobes))
+                m.d.sync += counter.eq(counter + sum(seen[i] for i in range(len(strobes))))
         for c, client in enumerate(clients):
             values[f"MEM_RD_{client.upper()}"] = mem.reads[c]
             values[f"MEM_WR_{client.upper()}"] = mem.writes[c]
