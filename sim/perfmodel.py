@@ -605,7 +605,7 @@ class _Run:
             + BIAS_WORDS * R * layers + (cfg.mem_latency if has_bias else 0)
         Bp = J * W
 
-        def out_slot(step):         # hdl/subset.py _out_slot: the step slot of the output region
+        def out_slot(step):         # hdl/subset.py, SETUP: slot(n), the step slot of the output region
             return step - 1 if not last_only else (step - 1) % 2 if conventional else 0
 
         def h_in(step, j):          # the h rows of (step, j) in memory: h0, or step - 1's output
