@@ -116,7 +116,8 @@ def _stacked(cfg, run_many) -> list[str]:
     if N < 2:
         return []
     H = min(cfg.max_hidden, cfg.max_input)
-    I, B, L = min(cfg.max_input, H // 2), min(cfg.max_batch, 2 * cfg.subsets * cfg.column_width), 64
+    # 32 steps: layer by layer keeps every step of a layer in memory for the next (L·B·H words twice)
+    I, B, L = min(cfg.max_input, H // 2), min(cfg.max_batch, 2 * cfg.subsets * cfg.column_width), 32
     w = random_workload(H, I, B, L, seed=2027, layers=N)
     # layer by layer: layer k's x is layer k-1's every-step output (the golden model's: each run is
     # checked bit-exact, so it is the hardware's too); only the top layer keeps just its last step
