@@ -140,14 +140,15 @@ class Scheduler(wiring.Component):
         stacked = Signal()
         n_layers = Signal(range(S + 1))
         early = Signal(8)                        # the first failing check of single fields (0: none)
+        req_stacked = (req.layers > 1) & (req.layers <= S)      # more layers are refused (LAYERS)
         m.d.sync += [
             row_blocks.eq((req.hidden + T - 1) >> log_t), input_blocks.eq((req.input + T - 1) >> log_t),
             col_blocks.eq((req.batch + W - 1) >> log_w), batch_pad.eq(((req.batch + W - 1) >> log_w) << log_w),
             steps_sat.eq(Mux(req.steps > sat, sat, req.steps)),
             out_steps.eq(Mux(req.all_steps, Mux(req.steps > sat, sat, req.steps),
                              Mux(req.conventional & (req.steps > 1), 2, 1))),
-            stacked.eq((req.layers > 1) & (req.layers <= S)),          # more layers are refused (LAYERS)
-            n_layers.eq(Mux((req.layers > 1) & (req.layers <= S), req.layers[:max(1, S.bit_length())], 1)),
+            stacked.eq(req_stacked),
+            n_layers.eq(Mux(req_stacked, req.layers[:max(1, S.bit_length())], 1)),
         ]
         early_checks = [
             ((req.hidden == 0) | (req.hidden > cfg.max_hidden), Error.HIDDEN),

@@ -65,7 +65,6 @@ class _TileCounter(wiring.Component):
             "params": In(run_params(cfg)), "restart": In(1), "step": In(1),
             "r": Out(range(cfg.tile)), "k": Out(range(cfg.max_k_blocks)), "c": Out(range(cfg.clusters)),
             "ii": Out(range(cfg.row_blocks_per_cluster)), "last": Out(1), "next_group": Out(1),
-            "next_row": Out(range(cfg.max_row_blocks + cfg.subsets * cfg.clusters + 1)),
         })
 
     def elaborate(self, platform):
@@ -76,8 +75,7 @@ class _TileCounter(wiring.Component):
         end_of_row = (self.r == T - 1) & (self.k == p.k_blocks - 1)
         group_end = end_of_row & ((self.c == K - 1) | (row + 1 == p.row_blocks))
         next_row = ((self.ii + 1) * S + self._s) * K
-        m.d.comb += [self.next_group.eq(group_end), self.next_row.eq(next_row),
-                     self.last.eq(group_end & (next_row >= p.row_blocks))]
+        m.d.comb += [self.next_group.eq(group_end), self.last.eq(group_end & (next_row >= p.row_blocks))]
         with m.If(self.restart):
             m.d.sync += [self.r.eq(0), self.k.eq(0), self.c.eq(0), self.ii.eq(0)]
         with m.Elif(self.step):

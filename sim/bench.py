@@ -13,7 +13,7 @@ import json
 import time
 
 from sim.perfmodel import compulsory_words, predict
-from sim.report import compare_table, draw_timeline, figures, output_dir, write_csv
+from sim.report import compare_table, draw_timeline, figures, output_dir, traffic_words, write_csv
 
 __all__ = ["cmd_bench"]
 
@@ -131,11 +131,13 @@ def _stacked(cfg, run_many) -> list[str]:
         if not res.ok:
             raise RuntimeError("stacked layers: the RTL does not match the golden model")
     stack, each = results[0], results[1:]
-    model = predict(cfg, H, I, B, L, has_bias=w.has_bias, last_only=True, layers=N)
+    model = predict(cfg, H, I, B, L, has_bias=w.any_bias, last_only=True, layers=N)
 
-    def words(rs, prefix):
-        return sum(v for r in rs for k, v in r.counters.items()
-                   if k.startswith(prefix) and k[len(prefix):] in ("a", "bias", "h0", "h", "x", "out"))
+    def reads(rs):
+        return sum(traffic_words(r)[0] for r in rs)
+
+    def writes(rs):
+        return sum(traffic_words(r)[1] for r in rs)
 
     cycles = sum(r.cycles for r in each)
     macs = stack.counters["macs"]
@@ -151,10 +153,8 @@ def _stacked(cfg, run_many) -> list[str]:
         f"| cycles | {stack.cycles:,} | {cycles:,} ({' + '.join(f'{r.cycles:,}' for r in each)}) | "
         f"{cycles / stack.cycles:.2f}× |",
         f"| MAC utilization | {macs / (cfg.mac_units * stack.cycles):.1%} | {macs / (cfg.mac_units * cycles):.1%} | |",
-        f"| words read | {words([stack], 'read_'):,} | {words(each, 'read_'):,} | "
-        f"{words(each, 'read_') / words([stack], 'read_'):.2f}× |",
-        f"| words written | {words([stack], 'write_'):,} | {words(each, 'write_'):,} | "
-        f"{words(each, 'write_') / words([stack], 'write_'):.2f}× |",
+        f"| words read | {reads([stack]):,} | {reads(each):,} | {reads(each) / reads([stack]):.2f}× |",
+        f"| words written | {writes([stack]):,} | {writes(each):,} | {writes(each) / writes([stack]):.2f}× |",
         f"| model cycles (wavefront) | {model.cycles:,} ({(model.cycles - stack.cycles) / stack.cycles:+.2%}) | | |",
         "",
         "The wavefront keeps every layer's weights stationary in its own subset and never writes an "

@@ -114,7 +114,7 @@ def plan(cfg: Config, w: Workload, last_only: bool = False, mode: str = "pipelin
     T, W, N = cfg.tile, cfg.column_width, w.layers
     R, Ri, J = ceil_div(w.hidden, T), ceil_div(w.input, T), ceil_div(w.batch, W)
     Bp = J * W
-    has_bias = w.has_bias or any(u.has_bias for u in w.upper)
+    has_bias = w.any_bias
     sizes = {
         "a": R * (R + Ri + (N - 1) * 2 * R) * T,
         "bias": 4 * R * N if has_bias else 0,

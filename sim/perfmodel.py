@@ -844,6 +844,10 @@ class _Regions:
     layers: int = 1
 
     @property
+    def any_bias(self) -> bool:
+        return self.has_bias
+
+    @property
     def upper(self) -> tuple:
         """The stacked layers as the planner reads them (a bias and a shift each)."""
         return (_Regions(self.hidden, self.hidden, self.batch, self.steps, self.has_bias),) * (self.layers - 1)

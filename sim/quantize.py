@@ -55,6 +55,7 @@ that is layer k-1's output); see :mod:`sim.workload`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -347,8 +348,7 @@ class QuantizedRNN:
         h0q = self.quantize_h0(h0, xq.shape[1])
         upper = tuple(Layer(weight_hh=u.weight_hh, weight_ih=u.weight_ih, bias=u.bias, h0=h0q[k], shift=u.shift,
                             lut=u.lut, has_bias=u.has_bias) for k, u in enumerate(self.layers[1:], start=1))
-        w = self.layers[0].workload(xq, h0q[0])
-        return Workload(w.weight_hh, w.weight_ih, w.bias, w.h0, w.x, w.steps, w.shift, w.lut, w.has_bias, upper)
+        return dataclasses.replace(self.layers[0].workload(xq, h0q[0]), upper=upper)
 
     def run_golden(self, x: np.ndarray, h0: np.ndarray | None = None, *, acc_width: int = Config().acc_width,
                    last_only: bool = False) -> tuple[list[np.ndarray], bool]:

@@ -21,11 +21,16 @@ def output_dir(path) -> Path:
     return path
 
 
+def traffic_words(res: RunResult) -> tuple[int, int]:
+    """Words the run read (every traffic kind) and wrote (outputs), as the hardware counted them."""
+    c = res.counters
+    return sum(c[f"read_{k}"] for k in ("a", "bias", "h0", "h", "x")), c["write_out"]
+
+
 def figures(res: RunResult, compulsory: int) -> dict[str, float | int | str]:
     """The measured figures of one run, as the hardware counted them (one CSV row)."""
     c = res.counters
-    reads = sum(c[f"read_{k}"] for k in ("a", "bias", "h0", "h", "x"))
-    writes = c["write_out"]
+    reads, writes = traffic_words(res)
     w = res.workload
     return {
         "config": res.cfg.name, "mode": res.mode, "hidden": w.hidden, "input": w.input, "batch": w.batch,

@@ -210,6 +210,11 @@ class Workload:
         put("upper", tuple(_check_layer(u, k, batch, hidden) for k, u in enumerate(self.upper, start=1)))
 
     @property
+    def any_bias(self) -> bool:
+        """Whether any layer has a bias: the hardware's has_bias flag (a layer without one gets zeros)."""
+        return self.has_bias or any(u.has_bias for u in self.upper)
+
+    @property
     def layers(self) -> int:
         """N, stacked layers (1 for a plain workload)."""
         return 1 + len(self.upper)

@@ -38,8 +38,7 @@ def check_counters(res: RunResult) -> None:
     cfg, w = res.cfg, res.workload
     J = blocks(cfg, w)[2]
     c = res.counters
-    has_bias = w.has_bias or any(u.has_bias for u in w.upper)
-    expect = traffic(cfg, w.hidden, w.input, w.batch, w.steps, has_bias=has_bias, last_only=res.last_only,
+    expect = traffic(cfg, w.hidden, w.input, w.batch, w.steps, has_bias=w.any_bias, last_only=res.last_only,
                      mode=res.mode, layers=w.layers)
     assert {k: c[k] for k in expect} == expect, "MAC and traffic counters"
     if res.mode == "pipelined":
