@@ -78,7 +78,8 @@ def csr_map(cfg: Config) -> list[Register]:
         ("BASE_OUT", "rw", "word address of the output h"),
         ("LUT", "w", "write (subset + 1) << 16 | index << 8 | value into the activation LUT of that subset's "
                      "clusters; subset field 0 writes every subset"),
-        ("TRACE_SEL", "rw", "subset << 16 | record index of the trace record to read"),
+        ("TRACE_SEL", "rw", "subset << 16 | record index of the trace record to read; TRACE_STEP.."
+                             "TRACE_END hold it from the second cycle after this write"),
         ("TRACE_STEP", "r", "selected trace record: step"),
         ("TRACE_CB", "r", "selected trace record: column block"),
         ("TRACE_BEGIN", "r", "selected trace record: cycle its compute began"),

@@ -29,7 +29,7 @@ class Error(enum.IntEnum, shape=8):
 
 
 #: cycles of the CHECK phase (registered stages; see ``Scheduler.elaborate``)
-CHECK_CYCLES = 5
+CHECK_CYCLES = 7
 
 
 class Phase(enum.Enum, shape=3):
@@ -117,8 +117,9 @@ class Scheduler(wiring.Component):
 
         # ---- CHECK: derive the block counts, then refuse what the build cannot run -------------------
         # CHECK_CYCLES registered stages, at most one product or one wide add/compare each: 0 the block
-        # counts and the checks of single fields; 1 the per-run products; 2 the region sizes; 3 their ends;
-        # 4 the REGION and OVERLAP verdicts and the params. CYCLES does not count CHECK.
+        # counts and the checks of single fields; 1 the per-run products; 2 every layer's input row blocks;
+        # 3 the region sizes; 4 their ends; 5 the region compares; 6 the verdict and the params. CYCLES does
+        # not count CHECK.
         with m.If(self.start & (phase != Phase.CHECK) & (phase != Phase.LOAD_A) & (phase != Phase.LOAD_BIAS)
                   & (phase != Phase.RUN)):
             m.d.sync += [req.eq(self.request), phase.eq(Phase.CHECK), self.error.eq(Error.NONE)]
@@ -167,17 +168,22 @@ class Scheduler(wiring.Component):
         # stage 1: per-run products. Every layer's input row blocks: layer 0 has R + Ri, layers k ≥ 1 have 2R
         h0_words = Signal(range(cfg.max_batch * cfg.max_row_blocks + 1))
         x_words = Signal(range(cfg.max_batch * cfg.max_input_blocks + 1))
+        k_upper = Signal(range(2 * S * cfg.max_row_blocks + 1))
         k_all = Signal(range(cfg.max_k_blocks + 2 * S * cfg.max_row_blocks + 1))
         bias_words = Signal(range(4 * S * cfg.max_row_blocks + 1))
         m.d.sync += [
             h0_words.eq(batch_pad * row_blocks), x_words.eq(batch_pad * input_blocks),
-            k_all.eq(row_blocks + input_blocks + Mux(stacked, (n_layers - 1) * Cat(0, row_blocks), 0)),
+            k_upper.eq(Mux(stacked, (n_layers - 1) * Cat(0, row_blocks), 0)),
             bias_words.eq(Cat(0, 0, row_blocks) * n_layers),
         ]
-        # stage 2: region sizes
+        # stage 2: every layer's input row blocks
+        m.d.sync += k_all.eq(row_blocks + input_blocks + k_upper)
+        # stage 3: region sizes
         a_words = Signal(cfg.mem_addr_bits + 16)
         left = Signal.like(a_words)              # words the loader has still to request in this phase
         left_nz = Signal()                       # left != 0, registered beside it
+        unrecv = Signal.like(a_words)            # words still to arrive (or be made) in this phase
+        unrecv_nz, unrecv_one = Signal(), Signal()   # unrecv != 0, unrecv == 1, registered beside it
         size_bits = (sat * max(cfg.max_batch * max(cfg.max_row_blocks, cfg.max_input_blocks), 1)).bit_length()
         sizes = {name: Signal(max(size_bits, len(a_words)), name=f"size_{name}")
                  for name in ("a", "bias", "h0", "x", "out")}
@@ -186,15 +192,19 @@ class Scheduler(wiring.Component):
             sizes["h0"].eq(h0_words * n_layers), sizes["x"].eq(steps_sat * x_words),
             sizes["out"].eq(out_steps * h0_words),
         ]
-        # stage 3: their ends; stage 4: the verdicts
+        # stage 4: their ends; stage 5: the compares; stage 6: the verdict
         bases = {"a": req.base_a, "bias": req.base_bias, "h0": req.base_h0, "x": req.base_x, "out": req.base_out}
         ends = {name: Signal(len(sizes[name]) + 1, name=f"end_{name}") for name in sizes}
         nonzero = {name: Signal(name=f"nonzero_{name}") for name in sizes}
         m.d.sync += [ends[name].eq(bases[name] + sizes[name]) for name in sizes]
         m.d.sync += [nonzero[name].eq(sizes[name] != 0) for name in sizes]
         names = list(sizes)
-        overlaps = [nonzero[a] & nonzero[b] & (bases[a] < ends[b]) & (bases[b] < ends[a])
-                    for n, a in enumerate(names) for b in names[n + 1:]]
+        overlap, past_end = Signal(), Signal()
+        m.d.sync += [
+            overlap.eq(Cat(nonzero[a] & nonzero[b] & (bases[a] < ends[b]) & (bases[b] < ends[a])
+                           for n, a in enumerate(names) for b in names[n + 1:]).any()),
+            past_end.eq(Cat(end > cfg.mem_words for end in ends.values()).any()),
+        ]
         with m.If((phase == Phase.CHECK) & (chk == CHECK_CYCLES - 1)):
             m.d.sync += [
                 p.row_blocks.eq(row_blocks), p.input_blocks.eq(input_blocks),
@@ -209,13 +219,16 @@ class Scheduler(wiring.Component):
                 a_words.eq(sizes["a"]),
                 left.eq(Mux(req.conventional, bias_words, sizes["a"])),
                 left_nz.eq(Mux(req.conventional, bias_words != 0, sizes["a"] != 0)),
+                unrecv.eq(Mux(req.conventional, bias_words, sizes["a"])),
+                unrecv_nz.eq(Mux(req.conventional, bias_words != 0, sizes["a"] != 0)),
+                unrecv_one.eq(Mux(req.conventional, bias_words == 1, sizes["a"] == 1)),
                 # conventional mode keeps nothing stationary: the subsets fetch A for every output tile
                 phase.eq(Mux(req.conventional, Phase.LOAD_BIAS, Phase.LOAD_A)),
             ]
             checks = [
                 (early != Error.NONE, early),
-                (Cat(end > cfg.mem_words for end in ends.values()).any(), Error.REGION),
-                (Cat(overlaps).any(), Error.OVERLAP),
+                (past_end, Error.REGION),
+                (overlap, Error.OVERLAP),
             ]
             for bad, code in reversed(checks):     # the first failing check names the error
                 with m.If(bad):
@@ -223,7 +236,6 @@ class Scheduler(wiring.Component):
 
         # ---- LOAD_A / LOAD_BIAS: one memory stream, assembled into tiles / bias rows -----------------
         issued = Signal(cfg.mem_addr_bits + 16)
-        received = Signal(cfg.mem_addr_bits + 16)
         r = Signal(range(max(T, 4)))             # word within a tile (A) or a bias row (4 words)
         k = Signal(range(cfg.max_k_blocks))
         cl = Signal(range(K))
@@ -234,10 +246,6 @@ class Scheduler(wiring.Component):
         loading_a = phase == Phase.LOAD_A
         loading_bias = phase == Phase.LOAD_BIAS
         bias_words = p.bias_words
-        total = Signal.like(a_words)
-        m.d.comb += total.eq(a_words)
-        with m.If(loading_bias):
-            m.d.comb += total.eq(bias_words)
         base = Signal(cfg.mem_addr_bits)
         m.d.comb += base.eq(p.base_a)
         with m.If(loading_bias):
@@ -255,7 +263,7 @@ class Scheduler(wiring.Component):
         word = Signal(T * 8)
         m.d.comb += [word_valid.eq(self.loader.resp_valid), word.eq(self.loader.resp_data)]
         with m.If(loading_bias & ~p.has_bias):
-            m.d.comb += [word_valid.eq(received < total), word.eq(0)]
+            m.d.comb += [word_valid.eq(unrecv_nz), word.eq(0)]
         words_per_unit = Signal(range(max(T, 4) + 1))
         m.d.comb += words_per_unit.eq(Cat(loading_bias) * 4 + Cat(loading_a) * T)
         unit_done = word_valid & (r == words_per_unit - 1)
@@ -272,7 +280,8 @@ class Scheduler(wiring.Component):
             self.load_bias_addr.eq(ii),
         ]
         with m.If(word_valid):
-            m.d.sync += [assembly.eq(unit), received.eq(received + 1), r.eq(r + 1)]
+            m.d.sync += [assembly.eq(unit), unrecv.eq(unrecv - 1), unrecv_nz.eq(~unrecv_one),
+                         unrecv_one.eq(unrecv == 2), r.eq(r + 1)]
         next_row_block = Signal()
         with m.If(unit_done):
             m.d.sync += r.eq(0)
@@ -295,11 +304,13 @@ class Scheduler(wiring.Component):
             # stacked: after a layer's last row block, the next layer (and subset) from row block 0
             with m.If(p.stacked & (ii * K + cl + 1 == p.row_blocks)):
                 m.d.sync += [cl.eq(0), ii.eq(0), lay.eq(lay + 1)]
-        phase_end = (received + word_valid == total) & (loading_a | loading_bias)
+        # the phase's last word arrives (from registered flags: no count is compared in this cycle)
+        phase_end = ((word_valid & unrecv_one) | ~unrecv_nz) & (loading_a | loading_bias)
         with m.If((phase == Phase.CHECK) | phase_end):
-            m.d.sync += [issued.eq(0), received.eq(0), r.eq(0), k.eq(0), cl.eq(0), sel.eq(0), ii.eq(0), lay.eq(0)]
+            m.d.sync += [issued.eq(0), r.eq(0), k.eq(0), cl.eq(0), sel.eq(0), ii.eq(0), lay.eq(0)]
         with m.If(phase_end & loading_a):
-            m.d.sync += [phase.eq(Phase.LOAD_BIAS), left.eq(p.bias_words), left_nz.eq(p.bias_words != 0)]
+            m.d.sync += [phase.eq(Phase.LOAD_BIAS), left.eq(p.bias_words), left_nz.eq(p.bias_words != 0),
+                         unrecv.eq(p.bias_words), unrecv_nz.eq(p.bias_words != 0), unrecv_one.eq(p.bias_words == 1)]
         with m.If(phase_end & loading_bias):
             m.d.sync += phase.eq(Phase.RUN)
 
@@ -316,29 +327,59 @@ class Scheduler(wiring.Component):
             g0 = Signal(range(cfg.max_col_blocks + G + 1), name=f"g0_{s}")
             n = Signal(STEP_BITS + 1, name=f"step_{s}")
             j = Signal(range(cfg.max_col_blocks + G + 1), name=f"cb_{s}")
+            # j + 1, g0 + G and n + S kept beside them, and every compare the hand-off needs registered from
+            # them: an item is offered from the second cycle after the previous hand-off (``fresh``), when the
+            # compares have caught up — a subset takes one at most every third cycle anyway (take, SETUP)
+            j1 = Signal(range(cfg.max_col_blocks + G + 2), name=f"cb1_{s}")
+            g0G = Signal(range(cfg.max_col_blocks + 2 * G + 1), name=f"g0G_{s}")
+            nS = Signal(STEP_BITS + 2, name=f"stepS_{s}")
+            fresh = Signal(name=f"fresh_{s}")
+            row_end, group_end = Signal(name=f"row_end_{s}"), Signal(name=f"group_end_{s}")
+            more_steps, last_group, last_step = (Signal(name=f"{x}_{s}") for x in ("more_steps", "last_group",
+                                                                                    "last_step"))
+            flags = [(row_end, j1 == p.col_blocks, 1 == p.col_blocks), (group_end, j1 == g0G, G == 1),
+                     (more_steps, nS <= p.steps, s + 1 + S <= p.steps),
+                     (last_group, g0G >= p.col_blocks, G >= p.col_blocks), (last_step, n == p.steps, 1 == p.steps)]
             out = self.items[s]
-            m.d.comb += [out.valid.eq((phase == Phase.RUN) & ~exhausted[s]),
+            handoff = out.valid & out.ready
+
+            def set_j(value, plus_one):
+                m.d.sync += [j.eq(value), j1.eq(plus_one)]
+
+            def set_n(value, plus_s):
+                m.d.sync += [n.eq(value), nS.eq(plus_s)]
+
+            m.d.comb += [out.valid.eq((phase == Phase.RUN) & ~exhausted[s] & fresh),
                          out.payload.step.eq(Mux(p.conventional, conv_step, n)), out.payload.column_block.eq(j)]
+            m.d.sync += [fresh.eq(~handoff), *(flag.eq(now) for flag, now, _ in flags)]
             with m.If(entering_run):
-                m.d.sync += [g0.eq(0), n.eq(Mux(p.stacked, 1, s + 1)), j.eq(0),
+                set_j(0, 1)
+                set_n(Mux(p.stacked, 1, s + 1), Mux(p.stacked, 1 + S, s + 1 + S))
+                m.d.sync += [g0.eq(0), g0G.eq(G), fresh.eq(1),
+                             *(flag.eq(first) for flag, _, first in flags),
                              exhausted[s].eq(Mux(p.conventional, ~has_rows[s],
                                                  Mux(p.stacked, p.layers <= s, s + 1 > p.steps)))]
-            with m.If(out.valid & out.ready):
+            with m.If(handoff):
                 with m.If(p.conventional):
-                    m.d.sync += j.eq(j + 1)
-                    with m.If(j + 1 == p.col_blocks):
-                        m.d.sync += [j.eq(0), exhausted[s].eq(1)]
+                    set_j(j1, j1 + 1)
+                    with m.If(row_end):
+                        set_j(0, 1)
+                        m.d.sync += exhausted[s].eq(1)
                 with m.Elif(p.stacked):         # every column block of step n, then step n + 1
-                    m.d.sync += j.eq(j + 1)
-                    with m.If(j + 1 == p.col_blocks):
-                        m.d.sync += [j.eq(0), n.eq(n + 1), exhausted[s].eq(n == p.steps)]
-                with m.Elif((j + 1 != p.col_blocks) & (j + 1 != g0 + G)):
-                    m.d.sync += j.eq(j + 1)
-                with m.Elif(n + S <= p.steps):
-                    m.d.sync += [j.eq(g0), n.eq(n + S)]
+                    set_j(j1, j1 + 1)
+                    with m.If(row_end):
+                        set_j(0, 1)
+                        set_n(n + 1, nS + 1)
+                        m.d.sync += exhausted[s].eq(last_step)
+                with m.Elif(~row_end & ~group_end):
+                    set_j(j1, j1 + 1)
+                with m.Elif(more_steps):
+                    set_j(g0, g0 + 1)
+                    set_n(nS, nS + S)
                 with m.Else():
-                    m.d.sync += [g0.eq(g0 + G), j.eq(g0 + G), n.eq(s + 1),
-                                 exhausted[s].eq(g0 + G >= p.col_blocks)]
+                    set_j(g0G, g0G + 1)
+                    set_n(s + 1, s + 1 + S)
+                    m.d.sync += [g0.eq(g0G), g0G.eq(g0G + G), exhausted[s].eq(last_group)]
 
         # ---- watchdog: a run that stops progressing ends in ERROR, never in a hang -------------------
         starved = Signal(range(cfg.watchdog_cycles + 1))

@@ -203,7 +203,8 @@ class Subset(wiring.Component):
         f_k = Signal.like(p.k_blocks)
         f_w = Signal(range(W))
         ring_left = Signal(range(cfg.max_row_blocks * W + 1))
-        written = Signal(range(KW + 1))
+        unwritten = Signal(range(KW + 1))    # buffer words this item's fill has still to write
+        uw_zero, uw_one = Signal(), Signal()  # unwritten == 0, == 1, registered beside it
         a_left = Signal()                    # conventional: A tiles of this item still to arrive
         f_out_base = Signal(cfg.mem_addr_bits)   # where the item's output words begin (see the output side)
         f_sm1 = Signal(cfg.mem_addr_bits)    # step - 1, as far as addresses need it
@@ -215,7 +216,6 @@ class Subset(wiring.Component):
         x_rows = Mux(stacked, p.row_blocks, p.input_blocks) if s_idx > 0 else p.input_blocks
         kb = Signal.like(p.k_blocks)
         m.d.sync += kb.eq(p.row_blocks + x_rows)
-        f_target = Signal(range(KW + 1))      # buffer words this item's fill writes
 
         do_take = (fill_state == FillState.IDLE) & self.items.valid & ~half_full.bit_select(fill_half, 1)
         do_fetch = self.fetch.req.valid & self.fetch.req.ready
@@ -224,7 +224,7 @@ class Subset(wiring.Component):
         resp_buffer = self.fetch.resp_valid & ~resp_tag.tile
         resp_tile = self.fetch.resp_valid & resp_tag.tile
         do_write = resp_buffer | do_ring
-        filled = ((fill_state == FillState.FILL) & (written + do_write == f_target)
+        filled = ((fill_state == FillState.FILL) & Mux(do_write, uw_one, uw_zero)
                   & ~(a_left & ~self.tile_done))
 
         m.d.comb += self.items.ready.eq(do_take)
@@ -263,13 +263,14 @@ class Subset(wiring.Component):
             h_addr = Mux(first_step, h0_base, p.base_out + t_in) + pch
             x_addr = p.base_x + px + pcx
             first_row0 = Mux(conv, s_idx * K, 0)
+            target = Mux(stacked & ~first_step, x_rows, kb) * W
             m.d.sync += [
                 f_out_base.eq(p.base_out + t_out + pch + first_row0),
-                f_addr.eq(h_addr), f_h_addr.eq(h_addr), f_x_addr.eq(x_addr), f_k.eq(0), f_w.eq(0), written.eq(0),
+                f_addr.eq(h_addr), f_h_addr.eq(h_addr), f_x_addr.eq(x_addr), f_k.eq(0), f_w.eq(0),
                 f_rows.eq(p.row_blocks), f_row0.eq(0), ring_left.eq(0), a_left.eq(conv),
                 fill_state.eq(FillState.FILL),
                 # stacked, step > 1: h_{t-1} stays in the loop RAM, only x enters the buffer
-                f_target.eq(Mux(stacked & ~first_step, x_rows, kb) * W),
+                unwritten.eq(target), uw_zero.eq(target == 0), uw_one.eq(target == 1),
             ]
             with m.If(conv):
                 m.d.sync += [f_phase.eq(FetchPhase.A), f_addr.eq(a_first), a_next.eq(a_first + a_stride)]
@@ -346,7 +347,7 @@ class Subset(wiring.Component):
         with m.If(do_ring):
             m.d.sync += ring_left.eq(ring_left - 1)
         with m.If(do_write):
-            m.d.sync += written.eq(written + 1)
+            m.d.sync += [unwritten.eq(unwritten - 1), uw_one.eq(unwritten == 2), uw_zero.eq(uw_one)]
         with m.If(filled):
             m.d.sync += [fill_half.eq(~fill_half), fill_state.eq(FillState.IDLE)]
             for h in range(2):

@@ -103,11 +103,15 @@ class Top(wiring.Component):
                  for sub in subsets]
         # registered: the watchdog hears of a cycle's progress one cycle later (off the grant paths)
         m.d.sync += sched.progress.eq(Cat(*grants, *moves, mem.busy, sched.load_tile_en, sched.load_bias_en).any())
+        # a trace record is registered as it leaves its subset's trace RAM (a block RAM's slow output),
+        # then selected: TRACE_STEP..TRACE_END hold the record TRACE_SEL names from 2 cycles after its write
         with m.Switch(host.trace_subset):
             for s, sub in enumerate(subsets):
+                record = Signal.like(sub.trace_data, name=f"trace_record{s}")
+                m.d.sync += record.eq(sub.trace_data)
                 with m.Case(s):
-                    m.d.comb += [host.trace_step.eq(sub.trace_data.step), host.trace_cb.eq(sub.trace_data.column_block),
-                                 host.trace_begin.eq(sub.trace_data.begin), host.trace_end.eq(sub.trace_data.end)]
+                    m.d.comb += [host.trace_step.eq(record.step), host.trace_cb.eq(record.column_block),
+                                 host.trace_begin.eq(record.begin), host.trace_end.eq(record.end)]
 
         # ---- counters: cleared by start, counted while the run is in progress --------------------------
         values = {"CYCLES": cycle}

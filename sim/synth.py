@@ -506,10 +506,12 @@ def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, fu
         if "selection contains" in str(e):
             log, partial = build_dir / "synth.log", True
         elif full and _failed_in_abc9(build_dir / "synth.log"):
-            # Yosys' ABC9 (its default LUT mapper) asserts on some netlists (Yosys 0.70:
-            # ``GetSize(conn.first) == GetSize(conn.second)`` in ABC_OPS_REINTEGRATE); map with ABC instead
+            # Yosys' ABC9 (its only LUT mapper in synth_ecp5) sometimes asserts on this netlist (Yosys 0.70:
+            # ``GetSize(conn.first) == GetSize(conn.second)`` in ABC_OPS_REINTEGRATE, not on every run of the
+            # same input); the map_luts step again with ABC, as synth_ecp5 did before ABC9
             logic_mapper = f"ABC (ABC9 failed: {e})"
-            script[-2] = f"{synth} -noabc9 -json top.json -run {stop}:"
+            script[-2:-1] = [f"{synth} -run {stop}:map_luts", "techmap -map +/lattice/latches_map.v",
+                             "abc -lut 4:7 -dress", "clean", f"{synth} -json top.json -run map_cells:"]
             log, partial = _yosys(build_dir, "synth", script, target), False
         else:
             raise

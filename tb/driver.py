@@ -165,7 +165,8 @@ class HostDriver:
             count = min(await self.read(f"TRACE_COUNT{s}"), self.cfg.trace_depth)
             for n in range(count):
                 await self.write("TRACE_SEL", s << 16 | n)
-                await FallingEdge(self.dut.clk)          # the trace RAM's read latency
+                for _ in range(2):                       # the trace RAM's read latency (hdl/csr.py)
+                    await FallingEdge(self.dut.clk)
                 records.append((s, await self.read("TRACE_STEP"), await self.read("TRACE_CB"),
                                 await self.read("TRACE_BEGIN"), await self.read("TRACE_END")))
         return records

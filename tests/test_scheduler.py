@@ -116,6 +116,7 @@ class Bench:
         due = deque()                  # (cycle, word) of granted reads
         held = [None] * S              # payload offered without ready: must stay until taken
         idle_in = None                 # cycles until subsets_idle goes high, once the items are out
+        was_valid = False              # an item was offered in the cycle before (a hand-off leaves one cycle out)
         busy_in = 0
         after = None
         done_allowed = False
@@ -184,8 +185,9 @@ class Bench:
                     held[s] = item
 
             # idle a few cycles after the last item; the memory may still look busy for a while
-            if phase is Phase.RUN and not any_valid and idle_in is None:
+            if phase is Phase.RUN and not any_valid and not was_valid and idle_in is None:
                 idle_in, busy_in = rng.randrange(4), rng.randrange(4)
+            was_valid = any_valid
             idle = idle_in is not None and idle_in <= 0
             busy = idle_in is not None and busy_in > 0
             ctx.set(dut.subsets_idle, (1 << S) - 1 if idle else 0)

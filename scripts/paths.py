@@ -1,0 +1,201 @@
+"""Estimated timing of every register-to-register path of a mapped ECP5 netlist (Yosys ``top.json``).
+
+A quick look at *all* the slow paths before place and route, which reports only the worst one and takes
+minutes to hours: a longest-path pass over the netlist with each ECP5 cell's delay (speed grade 6, as
+nextpnr reports them) and a flat ``--route`` ns per net. Routing is what it cannot know, so the numbers
+rank paths; they are not an Fmax.
+
+    python scripts/paths.py build/synth/ecp5-85k/<config>/top.json [--budget 6.67] [--top 40] [--route 0.7]
+
+Prints the endpoints over the budget grouped by register (bits of one signal together), worst first, and
+the cells of the worst paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import defaultdict
+
+# combinational delay input → output (ns); None: the output is a start point (registered)
+CELL = {
+    "LUT4": 0.24, "PFUMX": 0.20, "L6MUX21": 0.20, "CCU2C": 0.45, "MULT18X18D": 3.9,
+    "TRELLIS_DPR16X4": 0.30,
+}
+CLK_TO_Q = {"TRELLIS_FF": 0.52, "DP16KD": 4.8, "PDPW16KD": 4.8, "TRELLIS_DPR16X4": 1.2, "TRELLIS_IO": 0.0,
+            "MULT18X18D": 0.6}
+CARRY = 0.06                   # CIN → COUT of one CCU2C (two bits)
+SETUP = 0.1
+
+
+def _registered_dsp(cell) -> bool:
+    return any(v.lstrip("0b") not in ("", "NONE") and "NONE" not in str(v)
+               for k, v in cell.get("parameters", {}).items() if k.startswith("REG_OUTPUT"))
+
+
+def analyse(path, budget, route, top):
+    mod = next(m for m in json.load(open(path))["modules"].values() if m.get("attributes", {}).get("top"))
+    names = {}
+    for n, v in mod["netnames"].items():
+        for i, b in enumerate(v["bits"]):
+            if isinstance(b, int) and (b not in names or len(n) < len(names[b][0])):
+                names[b] = (n, i)
+    driver = {}                # net → (cell, output port)
+    sinks = defaultdict(list)  # net → [(cell, input port)]
+    cells = mod["cells"]
+    for cn, c in cells.items():
+        for p, bits in c["connections"].items():
+            d = c["port_directions"].get(p)
+            for b in bits:
+                if not isinstance(b, int):
+                    continue
+                (sinks[b].append((cn, p)) if d == "input" else driver.__setitem__(b, (cn, p)))
+
+    arrival, via = {}, {}
+
+    def arr(net):
+        if net in arrival:
+            return arrival[net]
+        stack = [net]
+        while stack:
+            n = stack[-1]
+            if n in arrival:
+                stack.pop()
+                continue
+            if n not in driver:
+                arrival[n], via[n] = 0.0, None
+                stack.pop()
+                continue
+            cn, port = driver[n]
+            c = cells[cn]
+            t = c["type"]
+            ins = _comb_inputs(c, port)
+            if ins is None:               # a start point
+                arrival[n], via[n] = CLK_TO_Q.get(t, 0.5), None
+                stack.pop()
+                continue
+            todo = [b for b in ins if b not in arrival]
+            if todo:
+                stack.extend(todo)
+                continue
+            best, src = 0.0, None
+            for b in ins:
+                a = arrival[b] + _edge(c, port, b, route)
+                if a > best:
+                    best, src = a, b
+            arrival[n], via[n] = best, src
+            stack.pop()
+        return arrival[net]
+
+    ends = []                  # (arrival, endpoint cell, port, net)
+    for cn, c in cells.items():
+        t = c["type"]
+        for p, bits in c["connections"].items():
+            if c["port_directions"].get(p) != "input":
+                continue
+            if not _is_endpoint(c, p):
+                continue
+            for b in bits:
+                if isinstance(b, int) and b in driver:
+                    ends.append((arr(b) + route + SETUP, cn, p, b))
+    ends.sort(reverse=True)
+    worst = ends[0][0] if ends else 0
+    print(f"{len(ends)} endpoints; worst estimate {worst:.2f} ns ({1000 / worst:.1f} MHz); "
+          f"{sum(e[0] > budget for e in ends)} over {budget} ns")
+    groups = defaultdict(lambda: [0.0, 0, None])
+    for a, cn, p, b in ends:
+        if a <= budget:
+            continue
+        key = _signal_name(cells[cn], p, names) or cn
+        g = groups[key]
+        if a > g[0]:
+            g[0], g[2] = a, b
+        g[1] += 1
+    print(f"\n{'ns':>6} {'bits':>5}  endpoint (the worst path's start)")
+    for key, (a, count, b) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:top]:
+        start = b
+        while via.get(start) is not None:
+            start = via[start]
+        print(f"{a:6.2f} {count:5d}  {key[:90]}  <- {_net(names, start)[:60]}")
+    for a, cn, p, b in ends[:3]:
+        print(f"\nworst path to {cn}.{p} ({a:.2f} ns):")
+        chain, n = [], b
+        while n is not None:
+            chain.append(n)
+            n = via.get(n)
+        for n in reversed(chain):
+            d = driver.get(n)
+            src = _src(cells[d[0]]) if d else ""
+            print(f"  {arrival[n]:6.2f}  {cells[d[0]]['type'] if d else 'input':>16}  {src:28} {_net(names, n)[:70]}")
+
+
+def _src(cell):
+    """The Amaranth source line of a cell (``hdl/subset.py:123``), when the netlist kept it."""
+    found = re.findall(r"(hdl/\w+\.py):(\d+)", cell.get("attributes", {}).get("src", ""))
+    return " ".join(dict.fromkeys(f"{f.removeprefix('hdl/')}:{n}" for f, n in found[:3]))
+
+
+def _net(names, b):
+    n = names.get(b)
+    return f"{n[0]}[{n[1]}]" if n else str(b)
+
+
+def _signal_name(cell, port, names):
+    q = cell["connections"].get("Q") if cell["type"] == "TRELLIS_FF" else None
+    if q and isinstance(q[0], int) and q[0] in names:
+        return names[q[0]][0]
+    return None
+
+
+def _comb_inputs(c, port):
+    """The input nets an output of ``c`` depends on within the cycle, or None for a registered output."""
+    t = c["type"]
+    conn = c["connections"]
+    if t in ("TRELLIS_FF", "DP16KD", "PDPW16KD", "TRELLIS_IO"):
+        return None
+    if t == "MULT18X18D":
+        if _registered_dsp(c):
+            return None
+        return [b for p in conn if p[0] in "AB" and p[1:].isdigit() for b in conn[p] if isinstance(b, int)]
+    if t == "TRELLIS_DPR16X4":
+        return [b for p in ("RAD",) for b in conn.get(p, []) if isinstance(b, int)]
+    if t in CELL:
+        return [b for p, bits in conn.items() if c["port_directions"].get(p) == "input" for b in bits
+                if isinstance(b, int)]
+    return None
+
+
+def _edge(c, port, src, route):
+    t = c["type"]
+    conn = c["connections"]
+    if t == "CCU2C":
+        if src in conn.get("CIN", []):
+            return CARRY if port == "COUT" else 0.3
+        return route + CELL[t]
+    if t in ("PFUMX", "L6MUX21"):       # fed by the neighbouring LUTs directly
+        return CELL[t]
+    return route + CELL.get(t, 0.5)
+
+
+def _is_endpoint(c, p):
+    t = c["type"]
+    if t == "TRELLIS_FF":
+        return p in ("DI", "CE", "LSR", "M")
+    if t in ("DP16KD", "PDPW16KD"):
+        return not p.startswith("CLK")
+    if t == "TRELLIS_DPR16X4":
+        return p in ("WAD", "DI", "WRE") or p.startswith(("WAD", "DI"))
+    if t == "MULT18X18D":
+        return _registered_dsp(c) and p[0] in "AB"
+    return False
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("json")
+    ap.add_argument("--budget", type=float, default=1000 / 150)
+    ap.add_argument("--route", type=float, default=0.7)
+    ap.add_argument("--top", type=int, default=40)
+    a = ap.parse_args()
+    analyse(a.json, a.budget, a.route, a.top)
