@@ -34,7 +34,7 @@ class Cluster(wiring.Component):
     overflow : with ``out_valid``: some accumulator of this result saturated to ``acc_width``.
     """
 
-    LATENCY = CU.LATENCY + 6
+    LATENCY = CU.LATENCY + 7
 
     def __init__(self, cfg: Config):
         self._cfg = cfg
@@ -78,14 +78,15 @@ class Cluster(wiring.Component):
         ]
 
         # requantize, one step a stage (each is a carry chain or a wide mux): 1 saturate to acc_width;
-        # 2 add the rounding term (1 << (shift - 1), 0 for shift 0); 3 arithmetic shift; 4 clamp to int8;
-        # 5 look the activation up (T read ports); 6 register it: a block RAM's output is slow (5.8 ns on
+        # 2 add the rounding term (1 << (shift - 1), 0 for shift 0); 3, 4 arithmetic shift, by the shift's
+        # low two bits and then by the rest (two 4- or 8-way muxes, not one 32-way); 5 clamp to int8;
+        # 6 look the activation up (T read ports); 7 register it: a block RAM's output is slow (5.8 ns on
         # an ECP5-6), so it goes straight into a flip-flop. ``overflow`` travels beside the values.
         lo, hi = -(1 << (aw - 1)), (1 << (aw - 1)) - 1
         rounding = Signal(aw)                       # static during a run: off the data path
         m.d.sync += rounding.eq((Const(1, 1) << self.shift) >> 1)
-        valid = [Signal(name=f"rq_valid{n}") for n in range(1, 6)]
-        overflow = [Signal(name=f"rq_overflow{n}") for n in range(1, 6)]
+        valid = [Signal(name=f"rq_valid{n}") for n in range(1, 7)]
+        overflow = [Signal(name=f"rq_overflow{n}") for n in range(1, 7)]
         m.d.sync += [valid[0].eq(cu.out_valid), overflow[0].eq(0)]
         m.d.sync += [b.eq(a) for a, b in zip(valid, valid[1:], strict=False)]
         m.d.sync += [b.eq(a) for a, b in zip(overflow, overflow[1:], strict=False)]
@@ -104,9 +105,11 @@ class Cluster(wiring.Component):
             with m.Elif(over):
                 m.d.sync += sat.eq(hi)
             rounded = Signal(signed(aw + 1), name=f"rounded{r}")
+            part = Signal(signed(aw + 1), name=f"part{r}")
             shifted = Signal(signed(aw + 1), name=f"shifted{r}")
             q = Signal(signed(8), name=f"q{r}")
-            m.d.sync += [rounded.eq(sat + rounding), shifted.eq(rounded >> self.shift), q.eq(shifted)]
+            m.d.sync += [rounded.eq(sat + rounding), part.eq(rounded >> self.shift[:2]),
+                         shifted.eq(part >> Cat(Const(0, 2), self.shift[2:])), q.eq(shifted)]
             with m.If(shifted < -128):
                 m.d.sync += q.eq(-128)
             with m.Elif(shifted > 127):

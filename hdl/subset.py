@@ -434,20 +434,33 @@ class Subset(wiring.Component):
             with m.Else():
                 m.d.comb += self.active_clusters.eq(rows_left)
 
+        # the scheduler's weight and bias broadcast reaches every cluster of every subset: registered on
+        # entry, each cluster's write enables decoded there (the writes land a cycle later, long before a
+        # run reads them: RUN's first MAC waits for a fill from memory)
+        mine = self.load_all | (self.load_subset == s_idx)
+        tile_en = Signal(K)
+        bias_en = Signal(K)
+        load_addr = Signal.like(self.load_addr)
+        load_tile = Signal.like(self.load_tile)
+        load_bias_addr = Signal.like(self.load_bias_addr)
+        load_bias = Signal.like(self.load_bias)
+        m.d.sync += [
+            tile_en.eq(Cat(self.load_tile_en & mine & (self.load_cluster == c) for c in range(K))),
+            bias_en.eq(Cat(self.load_bias_en & mine & (self.load_cluster == c) for c in range(K))),
+            load_addr.eq(self.load_addr), load_tile.eq(self.load_tile),
+            load_bias_addr.eq(self.load_bias_addr), load_bias.eq(self.load_bias),
+        ]
         clusters = []
         for c in range(K):
             cl = Cluster(cfg)
             m.submodules[f"cluster{c}"] = cl
             clusters.append(cl)
             m.d.comb += [
-                cl.load_tile_en.eq(Mux(conv, resp_tile & tile_word & (a_recv.c == c),
-                                       self.load_tile_en & (self.load_cluster == c)
-                                       & (self.load_all | (self.load_subset == s_idx)))),
-                cl.load_addr.eq(Mux(conv, a_recv.ii * cfg.max_k_blocks + a_recv.k, self.load_addr)),
-                cl.load_tile.eq(Mux(conv, own_tile, self.load_tile)),
-                cl.load_bias_en.eq(self.load_bias_en & (self.load_cluster == c)
-                                   & (self.load_all | (self.load_subset == s_idx))),
-                cl.load_bias_addr.eq(self.load_bias_addr), cl.load_bias.eq(self.load_bias),
+                cl.load_tile_en.eq(Mux(conv, resp_tile & tile_word & (a_recv.c == c), tile_en[c])),
+                cl.load_addr.eq(Mux(conv, a_recv.ii * cfg.max_k_blocks + a_recv.k, load_addr)),
+                cl.load_tile.eq(Mux(conv, own_tile, load_tile)),
+                cl.load_bias_en.eq(bias_en[c]),
+                cl.load_bias_addr.eq(load_bias_addr), cl.load_bias.eq(load_bias),
                 cl.lut_we.eq(self.lut_we), cl.lut_addr.eq(self.lut_addr), cl.lut_data.eq(self.lut_data),
                 cl.shift.eq(Mux(stacked, p.upper_shift[s_idx - 1], p.shift) if s_idx > 0 else p.shift),
                 cl.issue.eq(do_issue), cl.rf_addr.eq(ii * cfg.max_k_blocks + ck), cl.bias_addr.eq(ii),

@@ -123,10 +123,13 @@ class Top(wiring.Component):
             for name, strobe in ((f"BUSY{s}", sub.computing), (f"IN_STALL{s}", sub.input_stall),
                                  (f"OUT_STALL{s}", sub.output_stall)):
                 per_subset[name] = (Signal(64, name=name.lower()), strobe)
-        # the MACs of a cycle are summed in one cycle and added in the next (a short adder tree, then the
-        # 64-bit add), so the count is complete one cycle after the run's last MAC, long before a host reads it
+        # the MACs of a cycle are registered per subset, summed in the next cycle and added in the one after
+        # (a short adder tree, then the 64-bit add), so the count is complete two cycles after the run's last
+        # MAC, long before a host reads it
+        active = [Signal.like(sub.active_clusters, name=f"active{s}") for s, sub in enumerate(subsets)]
+        m.d.sync += [a.eq(Mux(phase == Phase.RUN, sub.active_clusters, 0)) for a, sub in zip(active, subsets)]
         mac_step = Signal(range(S * cfg.clusters * T * T + 1))
-        m.d.sync += mac_step.eq(Mux(phase == Phase.RUN, sum(sub.active_clusters for sub in subsets) * (T * T), 0))
+        m.d.sync += mac_step.eq(sum(active) * (T * T))
         with m.If(starting):
             m.d.sync += [macs.eq(0), overflow.eq(0)]
             m.d.sync += [counter.eq(0) for counter, _ in per_subset.values()]
