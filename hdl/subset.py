@@ -72,10 +72,15 @@ class _TileCounter(wiring.Component):
         T, K, S = cfg.tile, cfg.clusters, cfg.subsets
         m = Module()
         row = (self.ii * S + self._s) * K + self.c
-        end_of_row = (self.r == T - 1) & (self.k == p.k_blocks - 1)
-        group_end = end_of_row & ((self.c == K - 1) | (row + 1 == p.row_blocks))
         next_row = ((self.ii + 1) * S + self._s) * K
-        m.d.comb += [self.next_group.eq(group_end), self.last.eq(group_end & (next_row >= p.row_blocks))]
+        # the row-block compares are registered: ii and c change at most once every T ≥ 2 steps, and the
+        # compares are used only at the end of a row block (r = T - 1), so they have always caught up
+        last_row, past_end, kb_last = Signal(), Signal(), Signal.like(p.k_blocks)
+        m.d.sync += [last_row.eq(row + 1 == p.row_blocks), past_end.eq(next_row >= p.row_blocks),
+                     kb_last.eq(p.k_blocks - 1)]
+        end_of_row = (self.r == T - 1) & (self.k == kb_last)
+        group_end = end_of_row & ((self.c == K - 1) | last_row)
+        m.d.comb += [self.next_group.eq(group_end), self.last.eq(group_end & past_end)]
         with m.If(self.restart):
             m.d.sync += [self.r.eq(0), self.k.eq(0), self.c.eq(0), self.ii.eq(0)]
         with m.Elif(self.step):
