@@ -14,14 +14,16 @@ nothing is fitted):
 
 * **Phases** (``hdl/scheduler.py``, ``hdl/top.py``): CYCLES counts LOAD_A, LOAD_BIAS and RUN. LOAD_A
   (pipelined only) streams the R·Kin·T A words through the loader's single request port, one a cycle,
-  and ends with the last response ``mem_latency`` later. LOAD_BIAS reads 4 words per row block the same
+  each granted the cycle after it was accepted, and ends with the last response ``mem_latency`` after
+  the last grant (R·Kin·T + 1 + ``mem_latency`` cycles). LOAD_BIAS reads 4 words per row block the same
   way, or (no bias) makes the 4·R zero words one a cycle without the memory. The subsets and the
-  scheduler start RUN in its first cycle; RUN ends when ``settled`` (the cycle after every subset went
-  idle, which is the cycle after its last output word), so CYCLES = that last word's cycle + 2 counted
-  from the first LOAD cycle as 0.
+  scheduler start RUN in its first cycle; RUN ends when ``settled``: every subset idle (from the cycle
+  after its last output word) and the memory not ``busy`` (from the cycle after the last write's grant),
+  so CYCLES = max(last word, last grant) + 2 counted from the first LOAD cycle as 0.
 * **Work order** (``hdl/order.py``): in pipelined mode each subset runs :func:`hdl.order.subset_items`;
   in conventional mode every subset that owns a row block takes every column block of step n, and
-  step n + 1 is handed out two cycles after the last word of step n (``settled``, then the items).
+  step n + 1 is handed out two cycles after the last word of step n left and its last write was
+  granted (``settled``, then the items).
   Stacked layers (N > 1): subset s < N is layer s and runs (1, 0), (1, 1), …, (L, J-1); LOAD_A streams
   every layer's A (layers ≥ 1 have Kin = 2R), LOAD_BIAS N·4R words. Layer s fetches its h0 (step 1)
   and, layer 0 only, x; layer s ≥ 1 takes x over the ring from layer s-1 (every step); an item of step
@@ -41,18 +43,21 @@ nothing is fitted):
   issue and is at the queue's head ``FIFO_LATENCY`` cycles later, or the cycle after the group before it
   left. The serializer sends the group's K words one a cycle at best (a row block past R still takes its
   cycle), each to the ring (steps < L) and/or to memory (every step, or only the last); a word leaves
-  when both took it.
+  when both took it (the memory takes it into the store's request queue; its grant comes later).
 * **Ring** (``hdl/ring.py``): one ``SyncFIFOBuffered`` of ``fifo_depth`` words per link, word by word
   with Amaranth's own mechanics: a word written in cycle w is readable from w + 2, and the write side
   sees only the inner memory's ``depth − 1`` entries, which is why a depth-2 FIFO passes one word every
   other cycle. The receiver takes a word only while it fills that word's item.
-* **Memory** (``hdl/memory.py``): P = ``mem_bandwidth`` banks, word ``a`` in bank ``a mod P``; each bank
-  grants one request a cycle, round robin over the clients in ``hdl.csr.memory_clients`` order; each
-  client has one request port (one word a cycle); read data comes ``mem_latency`` cycles after the
-  grant. Two forms: ``banks`` arbitrates word by word on the addresses ``sim.layout.plan`` gives the
+* **Memory** (``hdl/memory.py``): P = ``mem_bandwidth`` banks, word ``a`` in bank ``a mod P``; each
+  client has one request port (one word a cycle) into a queue of ``QUEUE_DEPTH`` words: a word is
+  accepted in a cycle the queue held fewer at the cycle's start, and arbitrated from the next cycle on
+  behind the client's earlier words; each bank grants one queue head a cycle, round robin over the
+  clients in ``hdl.csr.memory_clients`` order; read data comes ``mem_latency`` cycles after the grant.
+  Two forms: ``banks`` queues and arbitrates word by word on the addresses ``sim.layout.plan`` gives the
   run's regions — cycle-exact; ``shared`` treats the banks as a pool that m streaming clients share
   fairly, min(1, P / m) words a cycle each (processor sharing: what round robin gives streams of
-  consecutive addresses). ``shared`` does not see bank collisions — two streams on the same bank in the
+  consecutive addresses), a fetch's grants starting a cycle after its first request and a write's grant
+  a cycle after the word left. ``shared`` does not see bank collisions — two streams on the same bank in the
   same cycle cost the loser a cycle — which matters only when a few-word output group meets an input
   stream in nearly every group (H ≤ K·T with little compute per word); it is the form used for runs too
   big for the word-by-word one.
