@@ -44,7 +44,9 @@ class Config:
     fifo_depth : depth of each ring FIFO, in memory words (one word = one T-value column of a C tile).
     mem_words : size of the global memory, in words of T bytes (a power of two).
     mem_bandwidth : words per cycle the global memory serves (its number of ports).
-    mem_latency : cycles from a granted read to its data (≥ 1).
+    mem_latency : cycles from a read's grant to its data (≥ 1). This is the one definition: a request is
+        granted at the earliest the cycle after the memory accepted it into its port's request queue
+        (``hdl/memory.py``), so a read answers at the earliest ``mem_latency + 1`` cycles after acceptance.
     acc_width : width the accumulator saturates to before requantization (sticky overflow flag).
     trace_depth : events each subset's trace RAM holds.
     watchdog_cycles : a run in which nothing progresses (no memory grant, MAC, ring word or dispatch) for

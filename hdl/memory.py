@@ -3,11 +3,16 @@
 Bandwidth and latency are elaboration parameters (``Config.mem_bandwidth``, ``Config.mem_latency``), so
 the fetch-versus-compute trade-off shows up in cycles: at most one word per bank per cycle, and read
 data a fixed number of cycles after its grant.
+
+A registered request stage sits between the clients and the arbiters: each client port has a small
+queue whose ``ready`` is a register (not full), and the per-bank arbiters grant among the queue heads.
+So no client's handshake depends in the same cycle on the other clients or on the arbitration (the
+FPGA's critical path before), and a request is granted at the earliest the cycle after it was accepted.
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth import C, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -15,10 +20,12 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from hdl.config import Config, ceil_div
 
-__all__ = ["MemRequest", "MemClient", "GlobalMemory", "bank_split"]
+__all__ = ["MemRequest", "MemClient", "GlobalMemory", "bank_split", "QUEUE_DEPTH"]
 
 #: Width of every read/write counter.
 COUNTER_BITS = 48
+#: Requests each client port's queue holds (two: one request per cycle, back to back, with a registered ready).
+QUEUE_DEPTH = 2
 
 
 def _check_tag_width(tag_width):
@@ -75,13 +82,22 @@ class MemClient(wiring.Signature):
     Members
     -------
     req : ``Out(stream.Signature(MemRequest(cfg, tag_width)))``
-        The client's one outstanding request (the stream head). The memory asserts ``ready`` in the
-        cycle it grants the request, combinationally from ``valid`` and ``payload``; ``payload`` must
-        stay stable while ``valid`` is high and ``ready`` low. A write takes effect at its grant: a
-        read granted in any later cycle sees it.
+        Requests into the port's queue inside the memory. ``ready`` is high while the queue has room; it
+        is a register of the memory, never a function of ``valid``, ``payload`` or any other client in
+        the same cycle, so the client's next state may hang off it freely. A request is *accepted* in a
+        cycle where ``valid`` and ``ready`` are both high; ``payload`` must stay stable while ``valid``
+        is high and ``ready`` low. A port's requests are *granted* in acceptance order, each at the
+        earliest the cycle after its acceptance and after the previous one's grant; a client whose
+        requests meet no contention is granted every cycle and may issue one request per cycle back to
+        back. A write takes effect at its grant: a read granted in any later cycle sees it (so a
+        client's own later read always does). Across clients order is by grant, not by acceptance: a
+        client that must see another client's write waits until it is granted — the memory's ``busy``
+        falls only once every accepted request is granted.
     resp_valid : ``In(1)``
-        High for one cycle exactly ``cfg.mem_latency`` cycles after each granted read, and never
-        otherwise; responses come back in request order, at most one per cycle.
+        High for one cycle exactly ``cfg.mem_latency`` cycles after each read's grant (so at the
+        earliest ``cfg.mem_latency + 1`` cycles after its acceptance), and never otherwise; responses
+        come back in request order, at most one per cycle. The delay from acceptance to response
+        varies with contention: count the responses, or match them by ``tag``.
     resp_data : ``In(cfg.word_bits)``
         The word read, valid with ``resp_valid``.
     resp_tag : ``In(tag_width)``
@@ -171,36 +187,54 @@ class GlobalMemory(wiring.Component):
     ``addr % P``, row ``addr // P``. Each bank is one :class:`~amaranth.lib.memory.Memory` named
     ``bank0``, ``bank1``, … of ``ceil(cfg.mem_words / P)`` words (one synchronous read port, one
     write port: a block RAM), so the memory serves at most P words per cycle and one per bank.
-    Each bank grants one of the clients requesting it per cycle, round robin: a client whose request
-    waits is granted within ``n_clients`` cycles, whatever the others do.
+
+    Each client port ends in a request queue of ``queue_depth`` entries (registers; the head is always
+    entry 0). A request enters the queue in the cycle the client's ``valid`` meets ``ready``, and
+    ``ready`` is "the queue is not full", straight from the queue's valid flags: it never depends on
+    other clients, on the arbiters or on anything the client presents in the same cycle. Each bank's
+    round-robin arbiter grants one of the queue heads that address it per cycle (the heads' bank, row,
+    write flag, data and tag are registers, the bank worked out as the request entered) and pops it. A
+    head waiting for its bank is granted within ``n_clients`` cycles, whatever the others do. With two
+    entries a client keeps issuing one request per cycle while its heads are granted back to back.
 
     Members
     -------
     clients : ``In(MemClient(cfg, tag_width)).array(n_clients)``
         One port per client; see :class:`MemClient` for the contract.
     clear : ``In(1)``
-        Synchronous clear of ``reads`` and ``writes``; grants in the cycle of ``clear`` are not counted.
+        Synchronous clear of ``reads`` and ``writes``: grants before the cycle of ``clear`` are not
+        counted, grants from that cycle on are.
     reads : ``Out(48).array(n_clients)``
-        Granted read requests of each client since ``clear`` (or reset).
+        Granted read requests of each client, counted the cycle after the grant (a registered strobe).
     writes : ``Out(48).array(n_clients)``
-        Granted write requests of each client since ``clear`` (or reset).
+        Granted write requests of each client, counted the same way.
+    granted : ``Out(n_clients)``
+        The clients whose queue head is granted in this cycle (for test benches and probes; nothing in
+        the design needs it).
     busy : ``Out(1)``
-        High while any granted read has not yet been delivered: from the cycle after its grant up to
-        and including the cycle its ``resp_valid`` is high. Low means no response is due.
+        High while a request of any client is queued (from the cycle after it entered its queue up to and
+        including the cycle of its grant) or a granted read has not yet been delivered (from the cycle
+        after its grant up to and including the cycle its ``resp_valid`` is high). Low means every
+        accepted write is in the memory (visible to every read granted from then on) and no response is
+        due. A register OR, no logic of the cycle's requests.
     """
 
-    def __init__(self, cfg: Config, n_clients: int, tag_width: int):
+    def __init__(self, cfg: Config, n_clients: int, tag_width: int, queue_depth: int = QUEUE_DEPTH):
         if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 1:
             raise TypeError(f"Client count must be a positive integer, not {n_clients!r}")
         _check_tag_width(tag_width)
+        if isinstance(queue_depth, bool) or not isinstance(queue_depth, int) or queue_depth < 1:
+            raise TypeError(f"Queue depth must be a positive integer, not {queue_depth!r}")
         self._cfg = cfg
         self._n_clients = n_clients
         self._tag_width = tag_width
+        self._queue_depth = queue_depth
         super().__init__({
             "clients": In(MemClient(cfg, tag_width)).array(n_clients),
             "clear": In(1),
             "reads": Out(COUNTER_BITS).array(n_clients),
             "writes": Out(COUNTER_BITS).array(n_clients),
+            "granted": Out(n_clients),
             "busy": Out(1),
         })
 
@@ -212,45 +246,84 @@ class GlobalMemory(wiring.Component):
     def bank_depth(self) -> int:
         return ceil_div(self._cfg.mem_words, self._cfg.mem_bandwidth)
 
+    @property
+    def queue_depth(self) -> int:
+        return self._queue_depth
+
+    def _entry(self) -> data.StructLayout:
+        """A queued request: the bank as one bit per bank, the row, and the rest of the request."""
+        return data.StructLayout({
+            "bank": unsigned(self.banks),
+            "row": range(self.bank_depth),
+            "write": unsigned(1),
+            "data": unsigned(self._cfg.word_bits),
+            "tag": unsigned(self._tag_width),
+        })
+
     def elaborate(self, platform):
         m = Module()
         cfg = self._cfg
         n = self._n_clients
         banks = self.banks
+        depth = self._queue_depth
         reqs = [client.req for client in self.clients]
 
-        do_read = [req.valid & req.ready & ~req.payload.write for req in reqs]
-        do_write = [req.valid & req.ready & req.payload.write for req in reqs]
-
-        # Which bank and row each client's request addresses.
-        bank_of, row_of = [], []
+        # ---- per-client request queues: entry 0 is the head; valid flags are a thermometer ------------
+        heads, head_valid, pops, queued = [], [], [], []
         for c, req in enumerate(reqs):
+            entries = [Signal(self._entry(), name=f"q{c}_entry{i}") for i in range(depth)]
+            valid = Signal(depth, name=f"q{c}_valid")
+            pop = Signal(name=f"q{c}_pop")
             bank, row = bank_split(req.payload.addr, banks)
-            bank_sig = Signal(range(banks), name=f"bank_of{c}")
-            row_sig = Signal(range(self.bank_depth), name=f"row_of{c}")
-            m.d.comb += [bank_sig.eq(bank), row_sig.eq(row)]
-            bank_of.append(bank_sig)
-            row_of.append(row_sig)
+            incoming = Signal(self._entry(), name=f"q{c}_in")
+            m.d.comb += [
+                incoming.bank.eq(C(1, banks) << bank if banks > 1 else 1),
+                incoming.row.eq(row), incoming.write.eq(req.payload.write),
+                incoming.data.eq(req.payload.data), incoming.tag.eq(req.payload.tag),
+                req.ready.eq(~valid[depth - 1]),
+            ]
+            push = req.valid & ~valid[depth - 1]
+            # an entry takes the next one up when the head leaves, else keeps its request; a free entry
+            # (after the shift) takes the incoming request whether or not one is pushed (harmless: its
+            # valid flag says)
+            for i, entry in enumerate(entries):
+                above = entries[i + 1] if i + 1 < depth else None
+                with m.If(pop):
+                    if above is not None:
+                        m.d.sync += entry.eq(Mux(valid[i + 1], above, incoming))
+                    else:
+                        m.d.sync += entry.eq(incoming)
+                with m.Elif(~valid[i]):
+                    m.d.sync += entry.eq(incoming)
+            count_up = Cat(C(1, 1), valid[:depth - 1])          # the thermometer one entry longer
+            count_down = Cat(valid[1:], C(0, 1))                # … one entry shorter
+            with m.If(push & ~pop):
+                m.d.sync += valid.eq(valid | count_up)
+            with m.Elif(pop & ~push):
+                m.d.sync += valid.eq(count_down)
+            heads.append(entries[0])
+            head_valid.append(valid[0])
+            pops.append(pop)
+            queued.append(valid[0])
 
+        # ---- per-bank arbiters over the queue heads -------------------------------------------------
         onehots = []
-        # The last stage of each bank's read pipeline: what is delivered this cycle.
-        delivered = []
+        delivered = []          # the last stage of each bank's read pipeline: what is delivered this cycle
         in_flight = []
         for b in range(banks):
             arbiter = m.submodules[f"arbiter{b}"] = _RoundRobin(n)
-            for c, req in enumerate(reqs):
-                m.d.comb += arbiter.requests[c].eq(req.valid & (bank_of[c] == b))
+            m.d.comb += arbiter.requests.eq(Cat(head_valid[c] & heads[c].bank[b] for c in range(n)))
             onehots.append(arbiter.onehot)
-            # the granted request, selected by the one-hot grant (an AND-OR, no priority chain)
+            # the granted head, selected by the one-hot grant (an AND-OR, no priority chain)
             pick = arbiter.onehot
             who = arbiter.grant
-            g_write = Cat(pick[c] & req.payload.write for c, req in enumerate(reqs)).any()
+            g_write = Cat(pick[c] & heads[c].write for c in range(n)).any()
             g_row = Signal(range(self.bank_depth), name=f"b{b}_row")
             g_data = Signal(cfg.word_bits, name=f"b{b}_data")
             g_tag = Signal(self._tag_width, name=f"b{b}_tag")
-            for c, req in enumerate(reqs):
+            for c in range(n):
                 with m.If(pick[c]):
-                    m.d.comb += [g_row.eq(row_of[c]), g_data.eq(req.payload.data), g_tag.eq(req.payload.tag)]
+                    m.d.comb += [g_row.eq(heads[c].row), g_data.eq(heads[c].data), g_tag.eq(heads[c].tag)]
             bank_read = arbiter.valid & ~g_write
             bank_write = arbiter.valid & g_write
 
@@ -296,8 +369,10 @@ class GlobalMemory(wiring.Component):
                 in_flight.append(valid)
             delivered.append((valid, client, tag, word))
 
-        for c, req in enumerate(reqs):
-            m.d.comb += req.ready.eq(Cat(onehot[c] for onehot in onehots).any())
+        # a head is granted by at most one bank (its own), and leaves its queue
+        for c in range(n):
+            m.d.comb += pops[c].eq(Cat(onehot[c] for onehot in onehots).any())
+        m.d.comb += self.granted.eq(Cat(*pops))
 
         # A client is granted at most once per cycle and latency is fixed, so at most one bank
         # delivers to it in any cycle.
@@ -306,14 +381,16 @@ class GlobalMemory(wiring.Component):
                 with m.If(valid & (client == c)):
                     m.d.comb += [port.resp_valid.eq(1), port.resp_data.eq(word), port.resp_tag.eq(tag)]
 
-        m.d.comb += self.busy.eq(Cat(*in_flight).any())
+        m.d.comb += self.busy.eq(Cat(*queued, *in_flight).any())
 
+        # counters: the grants of a cycle are registered and counted in the next (off the arbiter paths)
         for c in range(n):
+            did_read = Signal(name=f"did_read{c}")
+            did_write = Signal(name=f"did_write{c}")
+            m.d.sync += [did_read.eq(pops[c] & ~heads[c].write), did_write.eq(pops[c] & heads[c].write)]
             with m.If(self.clear):
                 m.d.sync += [self.reads[c].eq(0), self.writes[c].eq(0)]
             with m.Else():
-                with m.If(do_read[c]):
-                    m.d.sync += self.reads[c].eq(self.reads[c] + 1)
-                with m.If(do_write[c]):
-                    m.d.sync += self.writes[c].eq(self.writes[c] + 1)
+                m.d.sync += [self.reads[c].eq(self.reads[c] + did_read),
+                             self.writes[c].eq(self.writes[c] + did_write)]
         return m

@@ -77,7 +77,8 @@ class Scheduler(wiring.Component):
     load_* : weight and bias writes, broadcast to all subsets.
     loader : memory client of the weight loader.
     items : one work-item stream per subset.
-    subsets_idle, mem_busy : from the subsets and the memory (for done).
+    subsets_idle, mem_busy : from the subsets and the memory (for done and the conventional step barrier);
+        ``mem_busy`` is high while a memory request is queued or a read response is due.
     progress : something moved this cycle (a grant, a MAC, a ring word, a dispatch); the watchdog's food.
     phase, error : state and error code.
     """

@@ -53,7 +53,7 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--column-width", type=_positive, help="W, column-block width")
     g.add_argument("--fifo-depth", type=_positive, help="ring FIFO depth in words")
     g.add_argument("--mem-bandwidth", type=_positive, help="memory words per cycle")
-    g.add_argument("--mem-latency", type=_positive, help="memory read latency in cycles")
+    g.add_argument("--mem-latency", type=_positive, help="memory latency: cycles from a read's grant to its data")
 
 
 def config_from_args(args) -> Config:

@@ -14,14 +14,16 @@ nothing is fitted):
 
 * **Phases** (``hdl/scheduler.py``, ``hdl/top.py``): CYCLES counts LOAD_A, LOAD_BIAS and RUN. LOAD_A
   (pipelined only) streams the R·Kin·T A words through the loader's single request port, one a cycle,
-  and ends with the last response ``mem_latency`` later. LOAD_BIAS reads 4 words per row block the same
+  each granted the cycle after it was accepted, and ends with the last response ``mem_latency`` after
+  the last grant (R·Kin·T + 1 + ``mem_latency`` cycles). LOAD_BIAS reads 4 words per row block the same
   way, or (no bias) makes the 4·R zero words one a cycle without the memory. The subsets and the
-  scheduler start RUN in its first cycle; RUN ends when ``settled`` (the cycle after every subset went
-  idle, which is the cycle after its last output word), so CYCLES = that last word's cycle + 2 counted
-  from the first LOAD cycle as 0.
+  scheduler start RUN in its first cycle; RUN ends when ``settled``: every subset idle (from the cycle
+  after its last output word) and the memory not ``busy`` (from the cycle after the last write's grant),
+  so CYCLES = max(last word, last grant) + 2 counted from the first LOAD cycle as 0.
 * **Work order** (``hdl/order.py``): in pipelined mode each subset runs :func:`hdl.order.subset_items`;
   in conventional mode every subset that owns a row block takes every column block of step n, and
-  step n + 1 is handed out two cycles after the last word of step n (``settled``, then the items).
+  step n + 1 is handed out two cycles after the last word of step n left and its last write was
+  granted (``settled``, then the items).
   Stacked layers (N > 1): subset s < N is layer s and runs (1, 0), (1, 1), …, (L, J-1); LOAD_A streams
   every layer's A (layers ≥ 1 have Kin = 2R), LOAD_BIAS N·4R words. Layer s fetches its h0 (step 1)
   and, layer 0 only, x; layer s ≥ 1 takes x over the ring from layer s-1 (every step); an item of step
@@ -41,18 +43,21 @@ nothing is fitted):
   issue and is at the queue's head ``FIFO_LATENCY`` cycles later, or the cycle after the group before it
   left. The serializer sends the group's K words one a cycle at best (a row block past R still takes its
   cycle), each to the ring (steps < L) and/or to memory (every step, or only the last); a word leaves
-  when both took it.
+  when both took it (the memory takes it into the store's request queue; its grant comes later).
 * **Ring** (``hdl/ring.py``): one ``SyncFIFOBuffered`` of ``fifo_depth`` words per link, word by word
   with Amaranth's own mechanics: a word written in cycle w is readable from w + 2, and the write side
   sees only the inner memory's ``depth − 1`` entries, which is why a depth-2 FIFO passes one word every
   other cycle. The receiver takes a word only while it fills that word's item.
-* **Memory** (``hdl/memory.py``): P = ``mem_bandwidth`` banks, word ``a`` in bank ``a mod P``; each bank
-  grants one request a cycle, round robin over the clients in ``hdl.csr.memory_clients`` order; each
-  client has one request port (one word a cycle); read data comes ``mem_latency`` cycles after the
-  grant. Two forms: ``banks`` arbitrates word by word on the addresses ``sim.layout.plan`` gives the
+* **Memory** (``hdl/memory.py``): P = ``mem_bandwidth`` banks, word ``a`` in bank ``a mod P``; each
+  client has one request port (one word a cycle) into a queue of ``QUEUE_DEPTH`` words: a word is
+  accepted in a cycle the queue held fewer at the cycle's start, and arbitrated from the next cycle on
+  behind the client's earlier words; each bank grants one queue head a cycle, round robin over the
+  clients in ``hdl.csr.memory_clients`` order; read data comes ``mem_latency`` cycles after the grant.
+  Two forms: ``banks`` queues and arbitrates word by word on the addresses ``sim.layout.plan`` gives the
   run's regions — cycle-exact; ``shared`` treats the banks as a pool that m streaming clients share
   fairly, min(1, P / m) words a cycle each (processor sharing: what round robin gives streams of
-  consecutive addresses). ``shared`` does not see bank collisions — two streams on the same bank in the
+  consecutive addresses), a fetch's grants starting a cycle after its first request and a write's grant
+  a cycle after the word left. ``shared`` does not see bank collisions — two streams on the same bank in the
   same cycle cost the loser a cycle — which matters only when a few-word output group meets an input
   stream in nearly every group (H ≤ K·T with little compute per word); it is the form used for runs too
   big for the word-by-word one.
@@ -66,11 +71,13 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
+from collections import deque
 from dataclasses import dataclass, field
 
 from hdl.cluster import Cluster
 from hdl.config import Config, UserError, ceil_div
 from hdl.csr import memory_clients
+from hdl.memory import QUEUE_DEPTH
 from hdl.order import subset_items
 from hdl.subset import INFLIGHT_DEPTH, OUT_DEPTH, SETUP_CYCLES
 from sim.layout import MODES, plan
@@ -237,25 +244,32 @@ class _Kernel:
 
 # ---- the memory: word by word, or shared fairly ------------------------------------------------------
 class _Request:
-    """A client's run of read or write requests: one word a cycle from ``at``, the next the cycle after a
-    grant (a memory client's single request port), through address segments ``(first, length)``."""
-    __slots__ = ("at", "start", "segments", "seg", "addr", "seg_left", "left", "grants", "done")
+    """A client's run of read or write requests through address segments ``(first, length)``: the client
+    presents one word a cycle from ``at``, each accepted into the client's request queue in a cycle the
+    queue has room (then the next is presented the cycle after); the queue's words are granted in order."""
+    __slots__ = ("at", "start", "segments", "seg", "addr", "seg_left", "left", "queued", "grants", "accepted",
+                 "done")
 
     def __init__(self, at: int, segments: list):
         self.at = self.start = at
         self.segments = segments
         self.seg = 0
         self.addr, self.seg_left = segments[0]
-        self.left = sum(n for _, n in segments)
+        self.left = sum(n for _, n in segments)     # words not yet accepted
+        self.queued = 0                             # words accepted, not yet granted
         self.grants = []
+        self.accepted = _Future()   # the cycle the last word was accepted
         self.done = _Future()       # the cycle of the last grant
 
 
 class _BankedMemory:
-    """``hdl/memory.py`` word by word: word ``addr`` is in bank ``addr % P``; each bank grants one
-    requester a cycle, the first at or after its round-robin pointer, which then moves past it; clients
-    are numbered as ``hdl.csr.memory_clients``. Cycle ``t`` is arbitrated at time ``t + 0.5``, after every
-    process of cycle ``t`` has made its requests."""
+    """``hdl/memory.py`` word by word. Each client has a request queue of ``QUEUE_DEPTH`` words: a word is
+    accepted in cycle ``t`` when the queue held fewer than ``QUEUE_DEPTH`` words at the start of ``t``
+    (``ready`` is a register), and arbitrated from ``t + 1`` on, behind the client's earlier words. Word
+    ``addr`` is in bank ``addr % P``; each bank grants one queue head a cycle, the first at or after its
+    round-robin pointer, which then moves past it; clients are numbered as ``hdl.csr.memory_clients``.
+    Cycle ``t`` is worked out at time ``t + 0.5``, after every process of cycle ``t`` has made its
+    requests: first the grants (among the words queued before ``t``), then the acceptances."""
     word_level = True
 
     def __init__(self, kernel: _Kernel, cfg: Config):
@@ -263,9 +277,11 @@ class _BankedMemory:
         self._banks = cfg.mem_bandwidth
         self._n = len(memory_clients(cfg))
         self._pointer = [0] * self._banks
-        self._pending = {}
+        self._pending = {}          # client: its run of requests still presenting words
+        self._queues = [deque() for _ in range(self._n)]    # per client: (run, address) accepted, not granted
         self._next = None
         self.arbitrated = -1
+        self.last_grant = -1        # of any word: ``busy`` is low from the cycle after
         self.late = 0               # requests made for a cycle already arbitrated (a model bug if not 0)
 
     def request(self, client: int, at: int, segments: list) -> _Request:
@@ -288,17 +304,29 @@ class _BankedMemory:
         if t != self._next:
             return                  # superseded by an earlier wake-up
         self._next = None
-        P, n, pointer, pending = self._banks, self._n, self._pointer, self._pending
+        P, n, pointer, pending, queues = self._banks, self._n, self._pointer, self._pending, self._queues
+        # ready, as registered at the start of the cycle
+        room = [c for c in pending if len(queues[c]) < QUEUE_DEPTH]
         by_bank = {}
-        for c, rq in pending.items():
-            if rq.at <= t:
-                by_bank.setdefault(rq.addr % P, []).append(c)
+        for c, q in enumerate(queues):
+            if q:
+                by_bank.setdefault(q[0][1] % P, []).append(c)
         for b, cs in by_bank.items():
             p = pointer[b]
             c = cs[0] if len(cs) == 1 else min(cs, key=lambda c: (c - p) % n)
             pointer[b] = (c + 1) % n
-            rq = pending[c]
+            rq, _ = queues[c].popleft()
             rq.grants.append(t)
+            rq.queued -= 1
+            self.last_grant = t
+            if not rq.left and not rq.queued:
+                self._k.resolve(rq.done, t)
+        for c in room:
+            rq = pending[c]
+            if rq.at > t:
+                continue
+            queues[c].append((rq, rq.addr))
+            rq.queued += 1
             rq.left -= 1
             if rq.left:
                 rq.at = t + 1
@@ -310,9 +338,11 @@ class _BankedMemory:
                     rq.addr, rq.seg_left = rq.segments[rq.seg]
             else:
                 del pending[c]
-                self._k.resolve(rq.done, t)
+                self._k.resolve(rq.accepted, t)
         self.arbitrated = t
-        if pending:
+        if any(queues):
+            self._wake(t + 1)
+        elif pending:
             self._wake(max(t + 1, min(rq.at for rq in pending.values())))
 
 
@@ -577,6 +607,7 @@ class _Subset:
         groups = sum(len(it.rows) for it in items) * W
         self.outq = [_Future() for _ in range(groups)]   # cycle the group enters the output queue
         self.gd = [_Future() for _ in range(groups)]     # cycle the group's last word left
+        self.written = [_Future() for _ in items]    # grant of the item's last memory write (-1: none)
         self.begin = [0] * len(items)
         self.end = [0] * len(items)
 
@@ -598,11 +629,12 @@ class _Run:
         clients = memory_clients(cfg)
         self.fetch_client = [clients.index(f"fetch{s}") for s in range(S)]
         self.store_client = [clients.index(f"store{s}") for s in range(S)]
-        # LOAD_A (pipelined only) and LOAD_BIAS: one word a cycle through the loader's one port, each phase
-        # over with its last response; without a bias the zero words need no memory (no latency)
+        # LOAD_A (pipelined only) and LOAD_BIAS: one word a cycle into the loader's request queue, each
+        # granted the cycle after, each phase over with its last response (mem_latency after the last grant);
+        # without a bias the zero words need no memory
         k_all = Kin + (layers - 1) * 2 * R
-        self.load = (0 if conventional else R * k_all * T + cfg.mem_latency) \
-            + BIAS_WORDS * R * layers + (cfg.mem_latency if has_bias else 0)
+        self.load = (0 if conventional else R * k_all * T + 1 + cfg.mem_latency) \
+            + BIAS_WORDS * R * layers + (1 + cfg.mem_latency if has_bias else 0)
         Bp = J * W
 
         def out_slot(step):         # hdl/subset.py, SETUP: slot(n), the step slot of the output region
@@ -692,13 +724,13 @@ class _Run:
                     fut = rq.done
                 opening = _Opening(t, rq, it.tiles, lat)
             else:
-                yield t
-                t = max(t, math.ceil(k.now - _EPS))
+                yield t + 1                         # requests queued from t are granted from t + 1
+                t = max(t, math.ceil(k.now - _EPS) - 1)
                 words = it.fetch_words
                 fut = mem.stream(words) if words else None
-                # responses hold the buffer port one a cycle from t + latency (uncontended grants)
-                first = t + lat + it.tiles
-                opening = _Opening(t, first=first, end=t + lat + words)
+                # responses hold the buffer port one a cycle from t + 1 + latency (uncontended grants)
+                first = t + 1 + lat + it.tiles
+                opening = _Opening(t, first=first, end=t + 1 + lat + words)
             last = t - 1                            # ``filled``: the cycle of the last buffer write
             if not it.ring and not it.fetch:
                 last = t                            # nothing to write: ``filled`` in the first FILL cycle
@@ -756,6 +788,7 @@ class _Run:
         gd = -1
         q = 0
         for n, it in enumerate(sub.items):
+            stored = None                           # the item's last memory write (word level: its request)
             for first, present in it.rows:
                 for w in range(W):
                     yield sub.outq[q]
@@ -770,11 +803,11 @@ class _Run:
                         addr = it.out_base + w * R + first
                         for c in range(present):
                             start = last + 1
-                            grant = mem.request(client, start, [(addr + c, 1)]).done if it.to_mem else None
+                            stored = mem.request(client, start, [(addr + c, 1)])
                             last = (yield from link.push(start)) if it.to_ring else start
-                            if grant is not None:
-                                yield grant
-                                last = max(last, grant.value)
+                            # the word leaves when the memory accepts it (into the store's queue)
+                            yield stored.accepted
+                            last = max(last, stored.accepted.value)
                     else:
                         yield head
                         head = max(head, math.ceil(k.now - _EPS))
@@ -784,6 +817,7 @@ class _Run:
                             fut = mem.stream(present)
                             yield fut
                             grant = fut.value
+                            stored = grant + 1              # the queue's grant, a cycle after acceptance
                         if it.to_ring:
                             span = (grant - head + 1) if grant is not None else present
                             if span == present:
@@ -799,19 +833,32 @@ class _Run:
                     k.resolve(sub.gd[q], gd)
                     q += 1
             sub.end[n] = gd
+            if isinstance(stored, _Request):
+                k.spawn(self._relay(stored.done, sub.written[n]))
+            else:
+                k.resolve(sub.written[n], -1 if stored is None else stored)
+
+    def _relay(self, source: _Future, target: _Future):
+        yield source
+        self.k.resolve(target, source.value)
 
     def _barrier(self):
-        """Conventional mode: step n + 1 is handed out two cycles after the last word of step n."""
+        """Conventional mode: step n + 1 is handed out two cycles after the last word of step n left and
+        its last write was granted (the memory's ``busy`` covers queued requests)."""
         subs = [sub for sub in self.subsets if sub.items]
         per_step = self.sh.J * self.W
+        J = self.sh.J
         self.k.resolve(self.release[1], self.load)
         for n in range(1, self.sh.L):
             last = 0
             for sub in subs:
                 g = sub.gd[n * per_step * len(sub.items[0].rows) - 1]
+                written = sub.written[n * J - 1]
                 yield g
-                last = max(last, g.value)
-            # idle the cycle after the last word (inflight emptied), ``settled`` then, items the cycle after
+                yield written
+                last = max(last, g.value, written.value)
+            # idle the cycle after the last word (inflight emptied) and not busy the cycle after the last
+            # grant: ``settled`` then, items the cycle after
             self.k.resolve(self.release[n + 1], last + 2)
 
     def run(self) -> int:
@@ -828,8 +875,10 @@ class _Run:
             raise RuntimeError("the performance model stalled: an output group never left (a model bug)")
         if getattr(self.mem, "late", 0):
             raise RuntimeError("the performance model asked the memory for a cycle already past (a model bug)")
-        # the last word's cycle: idle the cycle after, ``settled`` (the last RUN cycle) then; counting from 0
-        return max(sub.gd[-1].value for sub in self.subsets if sub.items) + 2
+        # the last word's cycle, or the last write's grant: idle and not busy the cycle after, ``settled``
+        # (the last RUN cycle) then; counting from 0
+        return max(max(sub.gd[-1].value, max(f.value for f in sub.written))
+                   for sub in self.subsets if sub.items) + 2
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 # amaranth: UnusedElaboratable=no
 # (the parameter tests construct components that refuse their arguments and are never elaborated)
-"""The global memory under Amaranth's simulator: data, ordering, latency, bandwidth, fairness, counters."""
+"""The global memory under Amaranth's simulator: the request queues (registered ready, full rate back to back),
+data, ordering, latency, bandwidth, fairness, counters."""
 
 import random
 import re
@@ -15,7 +16,7 @@ from amaranth.sim import Simulator
 from blocksim import simulate
 
 from hdl.config import Config
-from hdl.memory import GlobalMemory, MemClient, MemRequest, bank_split
+from hdl.memory import QUEUE_DEPTH, GlobalMemory, MemClient, MemRequest, bank_split
 
 N_CLIENTS = 3
 TAG_WIDTH = 3
@@ -32,18 +33,23 @@ class Request:
     write: bool
     data: int
     tag: int
+    accepted: int = -1
     waited: int = 0
 
 
 class Model:
-    """What the memory promises: writes land at their grant; a read granted in cycle ``t`` returns the
-    last value written before ``t``, with its tag, in cycle ``t + latency``."""
+    """What the memory promises. A request is accepted when ``valid`` meets ``ready``, and ``ready`` is
+    "the port's queue holds fewer than ``depth`` requests"; a port's requests are granted in order, each
+    at the earliest the cycle after its acceptance; writes land at their grant; a read granted in cycle
+    ``t`` returns the last value written before ``t``, with its tag, in cycle ``t + latency``."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, depth=QUEUE_DEPTH):
         self.cfg = cfg
+        self.depth = depth
         self.words = {}
-        self.due = [deque() for _ in range(N_CLIENTS)]   # per client: (cycle, data, tag), in order
-        self.read_grants = []                           # cycles of every read grant
+        self.queues = [deque() for _ in range(N_CLIENTS)]   # per client: accepted, not yet granted
+        self.due = [deque() for _ in range(N_CLIENTS)]      # per client: (cycle, data, tag), in order
+        self.read_grants = []                              # cycles of every read grant
         self.reads = [0] * N_CLIENTS
         self.writes = [0] * N_CLIENTS
 
@@ -58,33 +64,51 @@ class Model:
             self.reads[client] += 1
 
     def busy(self, cycle):
-        return any(g < cycle <= g + self.cfg.mem_latency for g in self.read_grants)
+        return (any(self.queues)
+                or any(g < cycle <= g + self.cfg.mem_latency for g in self.read_grants))
+
+    def idle(self):
+        return not any(self.queues) and not any(self.due)
+
+
+def _payload(request):
+    return {"addr": request.addr, "write": request.write, "data": request.data, "tag": request.tag}
 
 
 # ---- driver and checker: one call per cycle ------------------------------------------------------
 async def cycle_step(ctx, dut, cfg, model, cycle, pending):
     """Present ``pending`` (one request or None per client), check everything the memory promises
-    about this cycle, advance the model and the clock. Returns the clients granted."""
+    about this cycle, advance the model and the clock. Returns (clients granted, clients accepted)."""
+    # ready is a register: the same whatever any client presents this cycle, and "queue not full"
+    ready = [ctx.get(port.req.ready) for port in dut.clients]
+    for probe in (0, 1):
+        for port in dut.clients:
+            ctx.set(port.req.valid, probe)
+            ctx.set(port.req.payload, {"addr": cycle % cfg.mem_words, "write": probe, "data": 0, "tag": 0})
+        assert [ctx.get(port.req.ready) for port in dut.clients] == ready, f"cycle {cycle}: combinational ready"
+    assert ready == [len(q) < model.depth for q in model.queues], f"cycle {cycle}: ready {ready}"
+
     for port, request in zip(dut.clients, pending, strict=True):
         ctx.set(port.req.valid, request is not None)
         if request is not None:
-            ctx.set(port.req.payload, {"addr": request.addr, "write": request.write,
-                                       "data": request.data, "tag": request.tag})
+            ctx.set(port.req.payload, _payload(request))
 
-    granted = [c for c, port in enumerate(dut.clients) if ctx.get(port.req.ready)]
+    granted_bits = ctx.get(dut.granted)
+    granted = [c for c in range(N_CLIENTS) if granted_bits >> c & 1]
+    heads = {c: q[0] for c, q in enumerate(model.queues) if q}
     for c in granted:
-        assert pending[c] is not None, f"cycle {cycle}: client {c} granted with nothing valid"
+        assert c in heads, f"cycle {cycle}: client {c} granted with nothing queued"
 
-    # Bandwidth: at most one grant per bank, so at most P per cycle; and no bank idles while asked.
-    banks = [pending[c].addr % cfg.mem_bandwidth for c in granted]
+    # Bandwidth: at most one grant per bank, so at most P per cycle; and no bank idles while a head asks.
+    banks = [heads[c].addr % cfg.mem_bandwidth for c in granted]
     assert len(set(banks)) == len(banks), f"cycle {cycle}: two grants on one bank {banks}"
     assert len(granted) <= cfg.mem_bandwidth
-    asked = {r.addr % cfg.mem_bandwidth for r in pending if r is not None}
+    asked = {r.addr % cfg.mem_bandwidth for r in heads.values()}
     assert asked == set(banks), f"cycle {cycle}: banks asked {asked}, granted {set(banks)}"
 
-    # Fairness: a waiting request is granted within N_CLIENTS cycles.
-    for c, request in enumerate(pending):
-        if request is not None and c not in granted:
+    # Fairness: a waiting head is granted within N_CLIENTS cycles.
+    for c, request in heads.items():
+        if c not in granted:
             request.waited += 1
             assert request.waited < N_CLIENTS, f"cycle {cycle}: client {c} starved"
 
@@ -100,10 +124,29 @@ async def cycle_step(ctx, dut, cfg, model, cycle, pending):
     assert ctx.get(dut.busy) == model.busy(cycle), f"cycle {cycle}: busy"
 
     for c in granted:
-        model.grant(cycle, c, pending[c])
-        pending[c] = None
+        model.grant(cycle, c, model.queues[c].popleft())
+    accepted = []
+    for c, request in enumerate(pending):
+        if request is not None and ready[c]:
+            request.accepted = cycle
+            model.queues[c].append(request)
+            pending[c] = None
+            accepted.append(c)
     await ctx.tick()
-    return granted
+    return granted, accepted
+
+
+async def drain(ctx, dut, cfg, model, cycle, pending):
+    """Run idle cycles until every request is granted and every response delivered, then two more (the
+    counters count a grant two edges after it). Returns the next cycle."""
+    while any(r is not None for r in pending) or not model.idle():
+        await cycle_step(ctx, dut, cfg, model, cycle, pending)
+        cycle += 1
+    for _ in range(2):
+        await cycle_step(ctx, dut, cfg, model, cycle, pending)
+        cycle += 1
+    assert not ctx.get(dut.busy)
+    return cycle
 
 
 def random_request(rng, cfg):
@@ -114,15 +157,16 @@ def random_request(rng, cfg):
 
 
 # ---- tests ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("depth", [1, QUEUE_DEPTH, 3])
 @pytest.mark.parametrize("latency", [1, 3])
 @pytest.mark.parametrize("banks", [1, 2, 3, 4])
-def test_random_traffic_matches_model(banks, latency):
+def test_random_traffic_matches_model(banks, latency, depth):
     cfg = small_config(banks, latency)
-    dut = GlobalMemory(cfg, N_CLIENTS, TAG_WIDTH)
-    rng = random.Random(banks * 10 + latency)
+    dut = GlobalMemory(cfg, N_CLIENTS, TAG_WIDTH, queue_depth=depth)
+    rng = random.Random(banks * 10 + latency + 100 * depth)
 
     async def testbench(ctx):
-        model = Model(cfg)
+        model = Model(cfg, depth)
         pending = [None] * N_CLIENTS
         cycle = 0
         for _ in range(300):
@@ -131,14 +175,40 @@ def test_random_traffic_matches_model(banks, latency):
                     pending[c] = random_request(rng, cfg)
             await cycle_step(ctx, dut, cfg, model, cycle, pending)
             cycle += 1
-        while pending != [None] * N_CLIENTS or any(model.due):
-            await cycle_step(ctx, dut, cfg, model, cycle, pending)
-            cycle += 1
-        assert not ctx.get(dut.busy)
+        await drain(ctx, dut, cfg, model, cycle, pending)
 
         assert min(model.reads) > 20 and min(model.writes) > 10    # the traffic exercised every client
         assert [ctx.get(r) for r in dut.reads] == model.reads
         assert [ctx.get(w) for w in dut.writes] == model.writes
+
+    simulate(dut, testbench)
+
+
+@pytest.mark.parametrize("latency", [1, 4])
+@pytest.mark.parametrize("banks", [1, 2, 3])
+def test_back_to_back_requests_go_at_full_rate(banks, latency):
+    # Up to P clients, each alone on its own bank, issue a request every cycle: every one is accepted
+    # the cycle it is presented, granted the cycle after, and a read answers latency cycles later.
+    cfg = small_config(banks, latency)
+    dut = GlobalMemory(cfg, N_CLIENTS, TAG_WIDTH)
+    rng = random.Random(banks + 7 * latency)
+    active = range(min(banks, N_CLIENTS))
+
+    async def testbench(ctx):
+        model = Model(cfg)
+        pending = [None] * N_CLIENTS
+        issued = {c: [] for c in active}
+        for cycle in range(40):
+            for c in active:
+                addr = c + banks * rng.randrange(cfg.mem_words // banks)      # bank c, always
+                pending[c] = Request(addr=addr, write=rng.random() < 0.5, data=rng.getrandbits(cfg.word_bits),
+                                     tag=cycle % (1 << TAG_WIDTH))
+                issued[c].append(pending[c])
+            granted, accepted = await cycle_step(ctx, dut, cfg, model, cycle, pending)
+            assert accepted == list(active), f"cycle {cycle}: ready fell"
+            assert granted == (list(active) if cycle else []), f"cycle {cycle}: granted {granted}"
+        await drain(ctx, dut, cfg, model, 40, pending)
+        assert all(r.waited == 0 for rs in issued.values() for r in rs)
 
     simulate(dut, testbench)
 
@@ -155,21 +225,22 @@ def test_clients_hammering_one_bank_share_it_evenly(banks, active):
         model = Model(cfg)
         pending = [None] * N_CLIENTS
         grants = [0] * N_CLIENTS
-        for cycle in range(30):
+        for cycle in range(31):
             for c in active:
                 if pending[c] is None:       # every client always asks for bank 1 (bank 0 if P = 1)
                     pending[c] = Request(addr=(1 + c * banks) % cfg.mem_words, write=cycle % 2 == 0,
                                          data=cycle, tag=c)
-            for c in await cycle_step(ctx, dut, cfg, model, cycle, pending):
+            granted, _ = await cycle_step(ctx, dut, cfg, model, cycle, pending)
+            for c in granted:
                 grants[c] += 1
-        assert sum(grants) == 30
+        assert sum(grants) == 30                       # every cycle but the first (nothing queued yet)
         assert all(abs(grants[c] - 30 / len(active)) <= 1 for c in active), grants
 
     simulate(dut, testbench)
 
 
 def test_late_requester_is_not_starved_by_a_pair():
-    # Clients 0 and 1 alternate on bank 0 forever; client 2 joins and must get in within 3 cycles,
+    # Clients 0 and 1 keep their queues full on bank 0; client 2 joins and must get in within 3 cycles,
     # then again each time it asks (a fixed-priority or stuck-pointer arbiter fails this).
     cfg = small_config(1, 1)
     dut = GlobalMemory(cfg, N_CLIENTS, TAG_WIDTH)
@@ -184,35 +255,38 @@ def test_late_requester_is_not_starved_by_a_pair():
                     pending[c] = Request(addr=c, write=False, data=0, tag=c)
             if cycle >= 5 and pending[2] is None:
                 pending[2] = Request(addr=2, write=True, data=cycle, tag=0)
-            if 2 in await cycle_step(ctx, dut, cfg, model, cycle, pending):
+            granted, _ = await cycle_step(ctx, dut, cfg, model, cycle, pending)
+            if 2 in granted:
                 late_grants += 1
-        assert late_grants >= (40 - 5) // N_CLIENTS
+        assert late_grants >= (40 - 6) // N_CLIENTS
 
     simulate(dut, testbench)
 
 
-def test_clear_zeroes_counters_and_drops_grants_of_its_cycle():
+def test_clear_zeroes_counters_and_counts_from_its_cycle():
     cfg = small_config(2, 1)
     dut = GlobalMemory(cfg, N_CLIENTS, TAG_WIDTH)
 
     async def testbench(ctx):
         model = Model(cfg)
-        pending = [Request(addr=0, write=True, data=7, tag=0), Request(addr=1, write=False, data=0, tag=1),
-                   None]
+        none = [None] * N_CLIENTS
+        # cycle 0: accepted; cycle 1: granted; counted at the end of cycle 2
+        pending = [Request(addr=0, write=True, data=7, tag=0), Request(addr=1, write=False, data=0, tag=1), None]
         await cycle_step(ctx, dut, cfg, model, 0, pending)
+        await cycle_step(ctx, dut, cfg, model, 1, list(none))
+        await cycle_step(ctx, dut, cfg, model, 2, [None, Request(addr=3, write=False, data=0, tag=1), None])
         assert [ctx.get(r) for r in dut.reads] == [0, 1, 0]
         assert [ctx.get(w) for w in dut.writes] == [1, 0, 0]
-
+        # client 1's read is granted in cycle 3 (before clear: not counted), client 2's in cycle 4 (counted)
+        await cycle_step(ctx, dut, cfg, model, 3, [None, None, Request(addr=0, write=False, data=0, tag=2)])
         ctx.set(dut.clear, 1)
-        pending = [None, None, Request(addr=0, write=False, data=0, tag=2)]
-        await cycle_step(ctx, dut, cfg, model, 1, pending)
+        await cycle_step(ctx, dut, cfg, model, 4, list(none))    # also checks client 2's read returns 7
         ctx.set(dut.clear, 0)
         assert [ctx.get(r) for r in dut.reads] == [0, 0, 0]
         assert [ctx.get(w) for w in dut.writes] == [0, 0, 0]
-
-        pending = [None, None, Request(addr=3, write=True, data=1, tag=0)]
-        await cycle_step(ctx, dut, cfg, model, 2, pending)    # also checks client 2's read returns 7
-        assert [ctx.get(w) for w in dut.writes] == [0, 0, 1]
+        await cycle_step(ctx, dut, cfg, model, 5, list(none))
+        assert [ctx.get(r) for r in dut.reads] == [0, 0, 1]
+        assert [ctx.get(w) for w in dut.writes] == [0, 0, 0]
 
     simulate(dut, testbench)
 
@@ -267,3 +341,5 @@ def test_bad_parameters_are_refused_by_name():
         GlobalMemory(cfg, 0, TAG_WIDTH)
     with pytest.raises(TypeError, match=r"^Tag width must be a non-negative integer, not -1$"):
         GlobalMemory(cfg, N_CLIENTS, -1)
+    with pytest.raises(TypeError, match=r"^Queue depth must be a positive integer, not 0$"):
+        GlobalMemory(cfg, N_CLIENTS, TAG_WIDTH, queue_depth=0)
