@@ -23,7 +23,7 @@ CELL = {
     "LUT4": 0.24, "PFUMX": 0.20, "L6MUX21": 0.20, "CCU2C": 0.45, "MULT18X18D": 3.9,
     "TRELLIS_DPR16X4": 0.30,
 }
-CLK_TO_Q = {"TRELLIS_FF": 0.52, "DP16KD": 4.8, "PDPW16KD": 4.8, "TRELLIS_DPR16X4": 1.2, "TRELLIS_IO": 0.0,
+CLK_TO_Q = {"TRELLIS_FF": 0.52, "DP16KD": 5.8, "PDPW16KD": 5.8, "TRELLIS_DPR16X4": 1.2, "TRELLIS_IO": 0.0,
             "MULT18X18D": 0.6}
 CARRY = 0.06                   # CIN → COUT of one CCU2C (two bits)
 SETUP = 0.1
