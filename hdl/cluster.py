@@ -115,8 +115,9 @@ class Cluster(wiring.Component):
             with m.Elif(shifted > 127):
                 m.d.sync += q.eq(127)
             rd = lut.read_port()
-            m.d.comb += rd.addr.eq(q.as_unsigned() ^ 0x80)
-            m.d.sync += self.out_word[r].eq(rd.data)
+            word = Signal(8, name=f"word{r}", reset_less=True)     # can be the block RAM's output register
+            m.d.comb += [rd.addr.eq(q.as_unsigned() ^ 0x80), self.out_word[r].eq(word)]
+            m.d.sync += word.eq(rd.data)
         with m.If(cu.out_valid):
             m.d.sync += overflow[0].eq(Cat(saturated_any).any())
         m.d.sync += [self.out_valid.eq(valid[-1]), self.overflow.eq(overflow[-1])]

@@ -35,8 +35,10 @@ class CU(wiring.Component):
     -------
     load_en, load_addr, load_tile : write one tile into the register file.
     issue, rf_addr, first, last : stage 0 — start a MAC of tile ``rf_addr``; ``first``/``last`` mark a group.
-    column, bias : stage 1 (one cycle after ``issue``, the input buffer's read latency) — the input column,
-        and the group's bias (used with ``first``).
+    bias : stage 1 (one cycle after ``issue``, the bias RAM's read latency) — the group's bias (used with
+        ``first``).
+    column : stage 2 (two cycles after ``issue``: the input buffer's read latency and its output register)
+        — the input column.
     out_valid, out_acc : ``LATENCY`` cycles after the ``last`` issue of a group, for one cycle, its T sums.
     """
 
@@ -71,21 +73,21 @@ class CU(wiring.Component):
         m.d.comb += [wr.en.eq(self.load_en), wr.addr.eq(self.load_addr), wr.data.eq(self.load_tile),
                      rd.addr.eq(self.rf_addr)]
 
-        # stages 1 and 2: tile, column and bias present, registered twice: once beside the register file
-        # and the input buffer (block RAM outputs are slow), once beside the multipliers (DSP blocks sit
-        # in their own rows of the chip). Each multiplier gets its own copy of its column value, kept
-        # apart through synthesis (``keep``), so no flip-flop drives T DSP blocks across the chip.
+        # stages 1 and 2: tile and bias present, registered twice: once beside the register file (a block
+        # RAM's output is slow; reset-less, so it can be the RAM's own output register), once beside the
+        # multipliers (DSP blocks sit in their own rows of the chip). The column comes in at stage 2,
+        # registered by the caller straight out of its RAMs. Each multiplier gets its own copy of its column
+        # value, kept apart through synthesis (``keep``), so no flip-flop drives T DSP blocks across the chip.
         v1, first1, last1 = Signal(), Signal(), Signal()
         m.d.sync += [v1.eq(self.issue), first1.eq(self.first), last1.eq(self.last)]
-        tile1, column1, bias1 = Signal.like(rd.data), Signal.like(self.column), Signal.like(self.bias)
+        tile1, bias1 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias)
         v2, first2, last2 = Signal(), Signal(), Signal()
-        m.d.sync += [tile1.eq(rd.data), column1.eq(self.column), bias1.eq(self.bias),
-                     v2.eq(v1), first2.eq(first1), last2.eq(last1)]
+        m.d.sync += [tile1.eq(rd.data), bias1.eq(self.bias), v2.eq(v1), first2.eq(first1), last2.eq(last1)]
         tile2, bias2 = Signal.like(rd.data), Signal.like(self.bias)
         column2 = [Signal.like(self.column, name=f"column2_row{r}", attrs={"keep": 1}) for r in range(T)]
         v3, first3, last3 = Signal(), Signal(), Signal()
         m.d.sync += [tile2.eq(tile1), bias2.eq(bias1), v3.eq(v2), first3.eq(first2), last3.eq(last2)]
-        m.d.sync += [copy.eq(column1) for copy in column2]
+        m.d.sync += [copy.eq(self.column) for copy in column2]
 
         # stage 3: the T² products, registered at the multipliers' outputs
         products = Signal(data.ArrayLayout(signed(16), T * T))

@@ -346,13 +346,13 @@ class GlobalMemory(wiring.Component):
                 m.d.sync += [a_write.eq(bank_write), a_row.eq(g_row), a_data.eq(g_data)]
                 m.d.comb += [
                     write_port.en.eq(a_write), write_port.addr.eq(a_row), write_port.data.eq(a_data),
-                    read_port.en.eq(valid), read_port.addr.eq(a_row),
+                    read_port.addr.eq(a_row),     # read every cycle: data nobody asked for is ignored
                 ]
                 word = None
             else:
                 m.d.comb += [
                     write_port.en.eq(bank_write), write_port.addr.eq(g_row), write_port.data.eq(g_data),
-                    read_port.en.eq(bank_read), read_port.addr.eq(g_row),
+                    read_port.addr.eq(g_row),
                 ]
                 word = read_port.data
             for stage in range(2, cfg.mem_latency + 1):
@@ -363,7 +363,8 @@ class GlobalMemory(wiring.Component):
                 if word is None:
                     next_word = read_port.data          # stage 2: the bank's own read register
                 else:
-                    next_word = Signal(cfg.word_bits, name=f"b{b}_data{stage}")
+                    # reset-less: the register right after the block RAM can be its output register
+                    next_word = Signal(cfg.word_bits, name=f"b{b}_data{stage}", reset_less=True)
                     m.d.sync += next_word.eq(word)
                 valid, client, tag, word = next_valid, next_client, next_tag, next_word
                 in_flight.append(valid)

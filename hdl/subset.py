@@ -415,8 +415,12 @@ class Subset(wiring.Component):
                 with m.If(cmp_half == h):
                     m.d.sync += half_full[h].eq(0)
 
+        # the column is registered straight out of its RAM (reset-less: the block RAM's output register
+        # where there is one), then selected, and enters the clusters at their stage 2
         m.d.comb += buf_rd.addr.eq(cmp_half * KW + ck * W + cw)
-        column = buf_rd.data
+        buf_q = Signal.like(buf_rd.data, reset_less=True)
+        m.d.sync += buf_q.eq(buf_rd.data)
+        column = buf_q
         loop = None
         if cfg.subsets > 1:
             # ---- loop RAM (stacked runs): h_t of this layer, slot t mod 2, column block, row block, column
@@ -425,10 +429,13 @@ class Subset(wiring.Component):
             depth = 2 * cfg.column_width << (cb_bits + rb_bits)
             m.submodules.loop = loop_ram = Memory(shape=column_layout(cfg), depth=depth, init=[])
             loop, loop_rd = loop_ram.write_port(), loop_ram.read_port()
-            from_loop = Signal()
+            from_loop, from_loop2 = Signal(), Signal()
             m.d.comb += loop_rd.addr.eq(Cat(cw, ck[:rb_bits], run_cb[:cb_bits], ~start_step[0]))
-            m.d.sync += from_loop.eq(stacked & (start_step != 1) & (ck < p.row_blocks))    # aligned with the data
-            column = Mux(from_loop, loop_rd.data, buf_rd.data)
+            m.d.sync += [from_loop.eq(stacked & (start_step != 1) & (ck < p.row_blocks)),
+                         from_loop2.eq(from_loop)]                   # aligned with the registered data
+            loop_q = Signal.like(loop_rd.data, reset_less=True)
+            m.d.sync += loop_q.eq(loop_rd.data)
+            column = Mux(from_loop2, loop_q, buf_q)
         first_row = Signal(range(cfg.max_row_blocks + cfg.subsets * K + 1))   # row block of cluster 0 now
         m.d.comb += first_row.eq(Mux(conv, (ii * cfg.subsets + s_idx) * K, ii * K))
         rows_left = p.row_blocks - first_row

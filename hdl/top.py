@@ -108,7 +108,7 @@ class Top(wiring.Component):
         # then selected: TRACE_STEP..TRACE_END hold the record TRACE_SEL names from 2 cycles after its write
         with m.Switch(host.trace_subset):
             for s, sub in enumerate(subsets):
-                record = Signal.like(sub.trace_data, name=f"trace_record{s}")
+                record = Signal.like(sub.trace_data, name=f"trace_record{s}", reset_less=True)
                 m.d.sync += record.eq(sub.trace_data)
                 with m.Case(s):
                     m.d.comb += [host.trace_step.eq(record.step), host.trace_cb.eq(record.column_block),

@@ -22,7 +22,8 @@ from pathlib import Path
 from hdl.config import PRESETS, Config, UserError
 
 __all__ = ["LINT_WAIVERS", "TARGETS", "Target", "write_verilog", "lint", "memories", "synthesize",
-           "place_and_route", "cmd_verilog", "cmd_synth"]
+           "place_and_route", "pack_output_registers", "collisions_dont_care", "COLLISION_FREE", "cmd_verilog",
+           "cmd_synth"]
 
 TOP = "rnnpipe_top"
 
@@ -170,6 +171,24 @@ TARGETS: dict[str, Target] = {
 #: memories that must be block RAM whatever the build (their names end in these)
 BRAM_MEMORIES = (".memory.bank", ".trace")
 
+#: Memories whose reads never meet a write to the same word in the same cycle, or for which such a read is
+#: meaningless, and why. Amaranth asks every memory for the old word on a collision; a block RAM's two ports
+#: do not promise it, so Yosys emulates it (the write delayed a cycle, a bypass register and a mux after the
+#: RAM's output) — logic on the RAM's slowest path, in front of its output register. For these memories the
+#: synthesis marks collisions as don't-care (``COLLISION_X_MASK``). Not listed, and so emulated: the CUs'
+#: register files (conventional mode rewrites a tile while the running item may read it, with equal values)
+#: and the FIFOs' storage.
+COLLISION_FREE: dict[str, str] = {
+    "bank": "the global memory's banks: one access per bank per cycle (the arbiter grants one request)",
+    "buffer": "the fill side writes one half of the input buffer while the compute side reads the other",
+    "loop": "a step's h is read only after every word of it was written (an item of step t waits for step t-1 "
+            "of its column block to leave), and the two step slots keep the writes of step t elsewhere",
+    "trace": "a record is read by the host after the run that wrote it (a read of the record being written "
+             "in that very cycle is not meaningful)",
+    "lut": "the activation table is written by the host before a run, never while the run reads it",
+    "bias": "the biases are written in LOAD_BIAS, before RUN reads them",
+}
+
 
 def _target(name: str) -> Target:
     try:
@@ -222,6 +241,7 @@ class Synthesis:
     to_lutram: list[str] | None = None                  # memories the RAM plan kept out of block RAM
     memory_bits: dict[str, int] | None = None           # bits of each memory
     logic_mapper: str = ""                              # how the logic was mapped to LUTs ("": not mapped)
+    outreg: tuple[int, int] = (0, 0)                    # block RAM read ports with their output register, of all
 
     @property
     def mapped_logic(self) -> bool:
@@ -468,7 +488,8 @@ def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, fu
     _yosys(build_dir, "elaborate", [read, f"hierarchy -top {top}", "proc -latches error",
                                     "setattr -set keep 1 a:keep %ci1", "opt_expr", "opt_merge", "opt_clean",
                                     "wreduce", "opt_clean", "write_rtlil elaborated.il"], target)
-    elaborated = (build_dir / "elaborated.il").read_text()
+    elaborated = collisions_dont_care((build_dir / "elaborated.il").read_text())
+    (build_dir / "elaborated.il").write_text(elaborated)
     plan = dsp_plan(target, elaborated)
     to_lutram = ram_plan(target, elaborated)
     script = ["read_rtlil elaborated.il", f"hierarchy -top {top}"]
@@ -515,12 +536,13 @@ def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, fu
             log, partial = _yosys(build_dir, "synth", script, target), False
         else:
             raise
+    outreg = pack_output_registers(build_dir / "top.json") if not partial else (0, 0)
     text = log.read_text(errors="replace")
     mapped = dict(re.findall(r"^mapping memory (\S+) via \$__(\w+?)_?$", text, re.MULTILINE))
     syn = Synthesis(target, _stat(build_dir / "stat.json"), mapped, mems, plan, time.monotonic() - start,
                     None if partial else build_dir / "top.json", log, to_lutram,
                     {u.name: u.width * u.depth for u in ram_uses(target, elaborated)},
-                    logic_mapper if not partial else "")
+                    logic_mapper if not partial else "", outreg)
     _check(syn, build_dir)
     return syn
 
@@ -530,6 +552,21 @@ def _failed_in_abc9(log: Path) -> bool:
     text = log.read_text(errors="replace") if log.exists() else ""
     passes = re.findall(r"^[\d.]+ Executing (\S+)", text[:text.rfind("ERROR:")], re.MULTILINE)
     return bool(passes) and passes[-1].startswith(("ABC9", "ABC_OPS", "AIGER", "XAIGER"))
+
+
+def collisions_dont_care(rtlil: str, memories=tuple(COLLISION_FREE)) -> str:
+    """``rtlil`` with the read ports of ``memories`` (:data:`COLLISION_FREE`) marked "a read that meets a
+    write to the same word returns don't-care" (every bit of ``COLLISION_X_MASK`` set)."""
+    memid = re.compile(r'parameter \\MEMID "\\\\(?:%s)(?:\d+|\$\d+)?"' % "|".join(map(re.escape, memories)))
+
+    def mark(cell: re.Match) -> str:
+        body = cell.group(0)
+        if not memid.search(body):
+            return body
+        return re.sub(r"(parameter \\COLLISION_X_MASK )(\d+)'[01]+",
+                      lambda m: f"{m.group(1)}{m.group(2)}'{'1' * int(m.group(2))}", body)
+
+    return re.sub(r"^\s+cell \$memrd_v2 .*?^\s+end$", mark, rtlil, flags=re.MULTILINE | re.DOTALL)
 
 
 def _memory_selection(name: str) -> str:
@@ -584,6 +621,69 @@ def _check(syn: Synthesis, build_dir: Path) -> None:
                         + ", ".join(f"{m} ({syn.mapped.get(m, 'unmapped')})" for m in not_bram))
     if problems:
         raise SynthesisError("; ".join(problems))
+
+
+# ---- block RAM output registers ---------------------------------------------------------------------
+
+#: ECP5 block RAM read ports: cell → [(output pin prefix, clock pin, output clock enable pin, REGMODE parameter)]
+_BRAM_READ_PORTS = {
+    "DP16KD": [("DOA", "CLKA", "OCEA", "REGMODE_A"), ("DOB", "CLKB", "OCEB", "REGMODE_B")],
+    "PDPW16KD": [("DO", "CLKR", "OCER", "REGMODE")],
+}
+
+
+def pack_output_registers(netlist: Path) -> tuple[int, int]:
+    """Move the flip-flops that register a block RAM's read data into the RAM's own output register
+    (``REGMODE=OUTREG``), in a Yosys JSON netlist of an ECP5 design, in place; returns (read ports packed,
+    read ports that drive anything).
+
+    Without its output register a DP16KD's data is valid 5.8 ns after the clock on an ECP5-6 (0.96 ns with
+    it), which alone exceeds a 150 MHz cycle once routed; Yosys' RAM mapping never uses the register. A port
+    is packed only when the result is the same circuit: every data pin it uses drives exactly one
+    flip-flop's D input and nothing else, each of those flip-flops has the RAM port's clock, no clock enable
+    and no set/reset (the design's registers after a block RAM are reset-less for this), and the port's
+    output enable is tied high. The flip-flops' outputs become the RAM's; the flip-flops go."""
+    data = json.loads(netlist.read_text())
+    module = next(m for m in data["modules"].values() if int(m.get("attributes", {}).get("top", "0"), 2))
+    cells = module["cells"]
+    sinks: dict[int, list[tuple[str, str]]] = {}
+    for name, cell in cells.items():
+        for pin, bits in cell["connections"].items():
+            if cell["port_directions"].get(pin) == "input":
+                for b in bits:
+                    if isinstance(b, int):
+                        sinks.setdefault(b, []).append((name, pin))
+    top_ports = {b for port in module["ports"].values() for b in port["bits"] if isinstance(b, int)}
+    packed = used = 0
+    for cell in [c for c in cells.values() if c["type"] in _BRAM_READ_PORTS]:
+        for prefix, clk, oce, regmode in _BRAM_READ_PORTS[cell["type"]]:
+            pins = [p for p in cell["connections"] if re.fullmatch(re.escape(prefix) + r"\d+", p)
+                    and isinstance(cell["connections"][p][0], int) and cell["connections"][p][0] in sinks]
+            if not pins:
+                continue
+            used += 1
+            flops = []
+            for pin in pins:
+                net = cell["connections"][pin][0]
+                if len(sinks[net]) != 1 or net in top_ports:
+                    break
+                name, port = sinks[net][0]
+                ff = cells[name]
+                params = ff["parameters"]
+                if (ff["type"] != "TRELLIS_FF" or port != "DI" or ff["connections"].get("CLK") != cell["connections"][clk]
+                        or params.get("CLKMUX", "CLK") != "CLK" or params.get("CEMUX", "1").strip() != "1"
+                        or ff["connections"].get("LSR", ["0"]) != ["0"] or params.get("REGSET", "RESET") != "RESET"):
+                    break
+                flops.append((pin, name))
+            else:
+                if cell["parameters"].get(regmode, "NOREG") != "NOREG" or cell["connections"].get(oce) != ["1"]:
+                    continue
+                for pin, name in flops:
+                    cell["connections"][pin] = cells.pop(name)["connections"]["Q"]
+                cell["parameters"][regmode] = "OUTREG"
+                packed += 1
+    netlist.write_text(json.dumps(data))
+    return packed, used
 
 
 # ---- one block on its own --------------------------------------------------------------------------
@@ -757,6 +857,8 @@ def cmd_synth(args) -> int:
           f"{syn.lutram} LUTRAM cells; MAC products: {syn.plan.in_dsp} in DSPs, {syn.plan.in_luts} in LUTs")
     if syn.logic_mapper not in ("", "ABC9"):
         print(f"yosys    logic mapped by {syn.logic_mapper}")
+    if syn.outreg[1]:
+        print(f"yosys    block RAM output registers: {syn.outreg[0]} of {syn.outreg[1]} read ports")
     misfit = _fits(syn)
     pnr = None
     if misfit:
@@ -808,6 +910,10 @@ def _write_report(path: Path, label: str, cfg: Config, syn: Synthesis, pnr: Plac
              + (f" ({pnr.seconds:.0f} s)" if pnr else " (not run)") + ".", "", table, ""]
     if syn.logic_mapper not in ("", "ABC9"):
         lines += [f"Logic mapped to LUTs by {syn.logic_mapper}.", ""]
+    if syn.outreg[1]:
+        lines += [f"Block RAM output registers: {syn.outreg[0]} of {syn.outreg[1]} read ports register their data "
+                  "in the RAM (REGMODE=OUTREG, 0.96 ns clock-to-out instead of 5.83 ns on an ECP5-6); "
+                  f"COLLISION_FREE memories: {', '.join(COLLISION_FREE)}.", ""]
     if misfit:
         lines += [f"**Does not fit**: {', '.join(misfit)}.", ""]
     if pnr is not None and not pnr.ok:

@@ -98,3 +98,22 @@ def test_a_crash_in_abc9_is_told_from_other_yosys_failures(tmp_path):
                    "ERROR: Found 1 problems in 'check -assert'.\n")
     assert not _failed_in_abc9(log)
     assert not _failed_in_abc9(tmp_path / "missing.log")
+
+
+@pytest.mark.parametrize("enable, packed", [(False, 1), (True, 0)])
+def test_a_block_rams_output_register_takes_the_flip_flop_after_it(tmp_path, enable, packed):
+    """The flip-flop right after a block RAM becomes the RAM's output register (REGMODE=OUTREG); one with a
+    clock enable (which the RAM's output register would not keep) stays a flip-flop."""
+    import json
+
+    (tmp_path / "top.v").write_text(
+        "module top(input clk, input we, input ce, input [9:0] wa, input [9:0] ra, input [17:0] d,\n"
+        "           output reg [17:0] q);\n"
+        "  (* no_rw_check *) reg [17:0] mem [0:1023];\n  reg [17:0] r;\n"
+        "  always @(posedge clk) begin if (we) mem[wa] <= d; r <= mem[ra]; "
+        + ("if (ce) q <= r; " if enable else "q <= r; ") + "end\nendmodule\n")
+    syn = run_yosys(tmp_path, "read_verilog top.v", TARGETS["ecp5-85k"], ["top.mem"], top="top")
+    assert syn.outreg == (packed, 1)
+    cells = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["cells"].values()
+    assert [c["parameters"]["REGMODE_B"] for c in cells if c["type"] == "DP16KD"] == ["OUTREG" if packed else "NOREG"]
+    assert sum(c["type"] == "TRELLIS_FF" for c in cells) == 18 * (1 - packed)
