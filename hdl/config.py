@@ -128,9 +128,17 @@ class Config:
         return ceil_div(self.max_row_blocks, self.clusters)
 
     @property
+    def conv_tiles_per_cluster(self) -> int:
+        """A tiles one work item needs in one cluster in conventional mode: its subset's share of the row
+        blocks. The register file holds two such sets, one per input buffer half: the next item's tiles
+        arrive while the running item reads its own, never at the same address."""
+        return ceil_div(self.max_row_blocks, self.subsets * self.clusters) * self.max_k_blocks
+
+    @property
     def tiles_per_cluster(self) -> int:
-        """A tiles one cluster's register file holds."""
-        return self.row_blocks_per_cluster * self.max_k_blocks
+        """A tiles one cluster's register file holds: every tile of its row blocks (stationary weights),
+        and at least two conventional sets."""
+        return max(self.row_blocks_per_cluster * self.max_k_blocks, 2 * self.conv_tiles_per_cluster)
 
     @property
     def acc_internal_bits(self) -> int:

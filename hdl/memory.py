@@ -316,7 +316,6 @@ class GlobalMemory(wiring.Component):
             onehots.append(arbiter.onehot)
             # the granted head, selected by the one-hot grant (an AND-OR, no priority chain)
             pick = arbiter.onehot
-            who = arbiter.grant
             g_write = Cat(pick[c] & heads[c].write for c in range(n)).any()
             g_row = Signal(range(self.bank_depth), name=f"b{b}_row")
             g_data = Signal(cfg.word_bits, name=f"b{b}_data")
@@ -334,10 +333,11 @@ class GlobalMemory(wiring.Component):
             # Stage 1 registers the grant. With mem_latency ≥ 2 the bank is accessed from those registers a
             # cycle after the grant (a write then too, so a read granted later still sees it) and its data is
             # stage 2; with mem_latency 1 the bank is accessed at the grant and its read register is stage 1.
+            # The read's client travels one-hot, so delivery is an AND-OR with no compare.
             valid = Signal(name=f"b{b}_valid1")
-            client = Signal(range(n), name=f"b{b}_client1")
+            client = Signal(n, name=f"b{b}_client1")
             tag = Signal(self._tag_width, name=f"b{b}_tag1")
-            m.d.sync += [valid.eq(bank_read), client.eq(who), tag.eq(g_tag)]
+            m.d.sync += [valid.eq(bank_read), client.eq(Mux(g_write, 0, pick)), tag.eq(g_tag)]
             in_flight.append(valid)
             if cfg.mem_latency >= 2:
                 a_write = Signal(name=f"b{b}_write1")
@@ -357,7 +357,7 @@ class GlobalMemory(wiring.Component):
                 word = read_port.data
             for stage in range(2, cfg.mem_latency + 1):
                 next_valid = Signal(name=f"b{b}_valid{stage}")
-                next_client = Signal(range(n), name=f"b{b}_client{stage}")
+                next_client = Signal(n, name=f"b{b}_client{stage}")
                 next_tag = Signal(self._tag_width, name=f"b{b}_tag{stage}")
                 m.d.sync += [next_valid.eq(valid), next_client.eq(client), next_tag.eq(tag)]
                 if word is None:
@@ -379,7 +379,7 @@ class GlobalMemory(wiring.Component):
         # delivers to it in any cycle.
         for c, port in enumerate(self.clients):
             for valid, client, tag, word in delivered:
-                with m.If(valid & (client == c)):
+                with m.If(client[c]):
                     m.d.comb += [port.resp_valid.eq(1), port.resp_data.eq(word), port.resp_tag.eq(tag)]
 
         m.d.comb += self.busy.eq(Cat(*queued, *in_flight).any())

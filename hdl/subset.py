@@ -203,7 +203,7 @@ class Subset(wiring.Component):
         f_addr = Signal(cfg.mem_addr_bits)
         f_h_addr = Signal(cfg.mem_addr_bits)
         f_x_addr = Signal(cfg.mem_addr_bits)
-        f_rows = Signal.like(p.k_blocks)     # rows per column in the current read phase
+        f_rows_m1 = Signal(signed(len(p.k_blocks) + 1))   # rows per column in the current read phase, - 1
         f_row0 = Signal.like(p.k_blocks)     # buffer row of the phase's first row
         f_k = Signal.like(p.k_blocks)
         f_w = Signal(range(W))
@@ -272,7 +272,8 @@ class Subset(wiring.Component):
             m.d.sync += [
                 f_out_base.eq(p.base_out + t_out + pch + first_row0),
                 f_addr.eq(h_addr), f_h_addr.eq(h_addr), f_x_addr.eq(x_addr), f_k.eq(0), f_w.eq(0),
-                f_rows.eq(p.row_blocks), f_row0.eq(0), ring_left.eq(0), a_left.eq(conv),
+                f_rows_m1.eq(p.row_blocks - 1), f_row0.eq(0), ring_left.eq(0),
+                a_left.eq(conv),
                 fill_state.eq(FillState.FILL),
                 # stacked, step > 1: h_{t-1} stays in the loop RAM, only x enters the buffer
                 unwritten.eq(target), uw_zero.eq(target == 0), uw_one.eq(target == 1),
@@ -282,7 +283,7 @@ class Subset(wiring.Component):
             with m.Elif(first_step):
                 m.d.sync += f_phase.eq(FetchPhase.H0)
             with m.Else():
-                m.d.sync += [f_phase.eq(x_phase), f_addr.eq(x_addr), f_rows.eq(p.input_blocks),
+                m.d.sync += [f_phase.eq(x_phase), f_addr.eq(x_addr), f_rows_m1.eq(p.input_blocks - 1),
                              f_row0.eq(p.row_blocks), ring_left.eq(Mux(stacked, 0, p.row_blocks * W))]
             if s_idx > 0:
                 with m.If(stacked):          # x_t of layer s, every step: layer s-1's h_t over the ring
@@ -316,12 +317,12 @@ class Subset(wiring.Component):
                     m.d.sync += [f_addr.eq(a_next), a_next.eq(a_next + a_stride)]
             with m.Else():
                 m.d.sync += f_k.eq(f_k + 1)
-                with m.If(f_k == f_rows - 1):
+                with m.If(f_k == f_rows_m1):
                     m.d.sync += [f_k.eq(0), f_w.eq(f_w + 1)]
                     with m.If(f_w == W - 1):
                         m.d.sync += f_w.eq(0)
                         with m.If((f_phase == FetchPhase.H0) | (f_phase == FetchPhase.H)):
-                            m.d.sync += [f_phase.eq(x_phase), f_addr.eq(f_x_addr), f_rows.eq(p.input_blocks),
+                            m.d.sync += [f_phase.eq(x_phase), f_addr.eq(f_x_addr), f_rows_m1.eq(p.input_blocks - 1),
                                          f_row0.eq(p.row_blocks)]
                         with m.Else():
                             m.d.sync += f_phase.eq(FetchPhase.NONE)
@@ -401,8 +402,12 @@ class Subset(wiring.Component):
         kept = p.all_steps | start_last
         m.d.comb += [inflight_w.to_ring.eq(Mux(stacked, ~top, ~conv & ~start_last)),
                      inflight_w.to_mem.eq(Mux(stacked, top & kept, conv | kept))]
+        # conventional: an item's A tiles are in the register file's set of its buffer half
+        # (Config.conv_tiles_per_cluster), so the next item's tiles never land where this one reads
+        conv_set = cfg.conv_tiles_per_cluster
+        rf_set = Signal(range(conv_set + 1))
         with m.If(do_start):
-            m.d.sync += [running.eq(1), ii.eq(0), cw.eq(0), ck.eq(0)]
+            m.d.sync += [running.eq(1), ii.eq(0), cw.eq(0), ck.eq(0), rf_set.eq(Mux(conv & cmp_half, conv_set, 0))]
         with m.If(do_issue):
             m.d.sync += ck.eq(ck + 1)
             with m.If(last_k):
@@ -469,13 +474,14 @@ class Subset(wiring.Component):
             clusters.append(cl)
             m.d.comb += [
                 cl.load_tile_en.eq(Mux(conv, resp_tile & tile_word & (a_recv.c == c), tile_en[c])),
-                cl.load_addr.eq(Mux(conv, a_recv.ii * cfg.max_k_blocks + a_recv.k, load_addr)),
+                cl.load_addr.eq(Mux(conv, a_recv.ii * cfg.max_k_blocks + a_recv.k + Mux(fill_half, conv_set, 0),
+                                    load_addr)),
                 cl.load_tile.eq(Mux(conv, own_tile, load_tile)),
                 cl.load_bias_en.eq(bias_en[c]),
                 cl.load_bias_addr.eq(load_bias_addr), cl.load_bias.eq(load_bias),
                 cl.lut_we.eq(self.lut_we), cl.lut_addr.eq(self.lut_addr), cl.lut_data.eq(self.lut_data),
                 cl.shift.eq(Mux(stacked, p.upper_shift[s_idx - 1], p.shift) if s_idx > 0 else p.shift),
-                cl.issue.eq(do_issue), cl.rf_addr.eq(ii * cfg.max_k_blocks + ck), cl.bias_addr.eq(ii),
+                cl.issue.eq(do_issue), cl.rf_addr.eq(ii * cfg.max_k_blocks + ck + rf_set), cl.bias_addr.eq(ii),
                 cl.first.eq(group_start), cl.last.eq(last_k),
                 cl.column.eq(column),
             ]

@@ -29,6 +29,15 @@ CARRY = 0.06                   # CIN → COUT of one CCU2C (two bits)
 SETUP = 0.1
 
 
+def _clk_to_q(cell, port) -> float:
+    """A registered output's delay; a block RAM port with its output register (REGMODE=OUTREG) is fast."""
+    if cell["type"] in ("DP16KD", "PDPW16KD"):
+        mode = cell["parameters"].get("REGMODE" if cell["type"] == "PDPW16KD" else f"REGMODE_{port[2]}", "NOREG")
+        if mode == "OUTREG":
+            return 0.96
+    return CLK_TO_Q.get(cell["type"], 0.5)
+
+
 def _registered_dsp(cell) -> bool:
     return any(v.lstrip("0b") not in ("", "NONE") and "NONE" not in str(v)
                for k, v in cell.get("parameters", {}).items() if k.startswith("REG_OUTPUT"))
@@ -72,7 +81,7 @@ def analyse(path, budget, route, top):
             t = c["type"]
             ins = _comb_inputs(c, port)
             if ins is None:               # a start point
-                arrival[n], via[n] = CLK_TO_Q.get(t, 0.5), None
+                arrival[n], via[n] = _clk_to_q(c, port), None
                 stack.pop()
                 continue
             todo = [b for b in ins if b not in arrival]

@@ -175,10 +175,11 @@ BRAM_MEMORIES = (".memory.bank", ".trace")
 #: meaningless, and why. Amaranth asks every memory for the old word on a collision; a block RAM's two ports
 #: do not promise it, so Yosys emulates it (the write delayed a cycle, a bypass register and a mux after the
 #: RAM's output) — logic on the RAM's slowest path, in front of its output register. For these memories the
-#: synthesis marks collisions as don't-care (``COLLISION_X_MASK``). Not listed, and so emulated: the CUs'
-#: register files (conventional mode rewrites a tile while the running item may read it, with equal values)
-#: and the FIFOs' storage.
+#: synthesis marks collisions as don't-care (``COLLISION_X_MASK``). Not listed, and so emulated: the FIFOs'
+#: storage.
 COLLISION_FREE: dict[str, str] = {
+    "rf": "a CU's register file is written before the run (stationary weights), or in conventional mode into "
+          "the other item's set (Config.conv_tiles_per_cluster) while the running item reads its own",
     "bank": "the global memory's banks: one access per bank per cycle (the arbiter grants one request)",
     "buffer": "the fill side writes one half of the input buffer while the compute side reads the other",
     "loop": "a step's h is read only after every word of it was written (an item of step t waits for step t-1 "
