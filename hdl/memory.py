@@ -378,7 +378,7 @@ class GlobalMemory(wiring.Component):
         # A client is granted at most once per cycle and latency is fixed, so at most one bank
         # delivers to it in any cycle.
         for c, port in enumerate(self.clients):
-            for valid, client, tag, word in delivered:
+            for _valid, client, tag, word in delivered:
                 with m.If(client[c]):
                     m.d.comb += [port.resp_valid.eq(1), port.resp_data.eq(word), port.resp_tag.eq(tag)]
 

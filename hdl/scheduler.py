@@ -344,10 +344,10 @@ class Scheduler(wiring.Component):
             out = self.items[s]
             handoff = out.valid & out.ready
 
-            def set_j(value, plus_one):
+            def set_j(value, plus_one, j=j, j1=j1):
                 m.d.sync += [j.eq(value), j1.eq(plus_one)]
 
-            def set_n(value, plus_s):
+            def set_n(value, plus_s, n=n, nS=nS):
                 m.d.sync += [n.eq(value), nS.eq(plus_s)]
 
             m.d.comb += [out.valid.eq((phase == Phase.RUN) & ~exhausted[s] & fresh),

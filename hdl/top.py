@@ -128,7 +128,8 @@ class Top(wiring.Component):
         # (a short adder tree, then the 64-bit add), so the count is complete two cycles after the run's last
         # MAC, long before a host reads it
         active = [Signal.like(sub.active_clusters, name=f"active{s}") for s, sub in enumerate(subsets)]
-        m.d.sync += [a.eq(Mux(phase == Phase.RUN, sub.active_clusters, 0)) for a, sub in zip(active, subsets)]
+        m.d.sync += [a.eq(Mux(phase == Phase.RUN, sub.active_clusters, 0))
+                     for a, sub in zip(active, subsets, strict=True)]
         mac_step = Signal(range(S * cfg.clusters * T * T + 1))
         m.d.sync += mac_step.eq(sum(active) * (T * T))
         with m.If(starting):

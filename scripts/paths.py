@@ -78,7 +78,6 @@ def analyse(path, budget, route, top):
                 continue
             cn, port = driver[n]
             c = cells[cn]
-            t = c["type"]
             ins = _comb_inputs(c, port)
             if ins is None:               # a start point
                 arrival[n], via[n] = _clk_to_q(c, port), None
@@ -99,7 +98,6 @@ def analyse(path, budget, route, top):
 
     ends = []                  # (arrival, endpoint cell, port, net)
     for cn, c in cells.items():
-        t = c["type"]
         for p, bits in c["connections"].items():
             if c["port_directions"].get(p) != "input":
                 continue

@@ -558,7 +558,8 @@ def _failed_in_abc9(log: Path) -> bool:
 def collisions_dont_care(rtlil: str, memories=tuple(COLLISION_FREE)) -> str:
     """``rtlil`` with the read ports of ``memories`` (:data:`COLLISION_FREE`) marked "a read that meets a
     write to the same word returns don't-care" (every bit of ``COLLISION_X_MASK`` set)."""
-    memid = re.compile(r'parameter \\MEMID "\\\\(?:%s)(?:\d+|\$\d+)?"' % "|".join(map(re.escape, memories)))
+    names = "|".join(map(re.escape, memories))
+    memid = re.compile(r'parameter \\MEMID "\\\\(?:' + names + r')(?:\d+|\$\d+)?"')
 
     def mark(cell: re.Match) -> str:
         body = cell.group(0)
@@ -671,9 +672,10 @@ def pack_output_registers(netlist: Path) -> tuple[int, int]:
                 name, port = sinks[net][0]
                 ff = cells[name]
                 params = ff["parameters"]
-                if (ff["type"] != "TRELLIS_FF" or port != "DI" or ff["connections"].get("CLK") != cell["connections"][clk]
-                        or params.get("CLKMUX", "CLK") != "CLK" or params.get("CEMUX", "1").strip() != "1"
-                        or ff["connections"].get("LSR", ["0"]) != ["0"] or params.get("REGSET", "RESET") != "RESET"):
+                if (ff["type"] != "TRELLIS_FF" or port != "DI" or params.get("CLKMUX", "CLK") != "CLK"
+                        or ff["connections"].get("CLK") != cell["connections"][clk]
+                        or params.get("CEMUX", "1").strip() != "1" or ff["connections"].get("LSR", ["0"]) != ["0"]
+                        or params.get("REGSET", "RESET") != "RESET"):
                     break
                 flops.append((pin, name))
             else:
