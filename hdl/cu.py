@@ -83,14 +83,17 @@ class CU(wiring.Component):
         tile1, bias1 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias)
         v2, first2, last2 = Signal(), Signal(), Signal()
         m.d.sync += [tile1.eq(rd.data), bias1.eq(self.bias), v2.eq(v1), first2.eq(first1), last2.eq(last1)]
-        tile2, bias2 = Signal.like(rd.data), Signal.like(self.bias)
-        column2 = [Signal.like(self.column, name=f"column2_row{r}", attrs={"keep": 1}) for r in range(T)]
+        # the multipliers' operands and products are reset-less and unconditional, so synthesis can move
+        # them into the DSP blocks' own input and output registers (sim.synth.pack_dsp_registers)
+        tile2, bias2 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias)
+        column2 = [Signal.like(self.column, name=f"column2_row{r}", attrs={"keep": 1}, reset_less=True)
+                   for r in range(T)]
         v3, first3, last3 = Signal(), Signal(), Signal()
         m.d.sync += [tile2.eq(tile1), bias2.eq(bias1), v3.eq(v2), first3.eq(first2), last3.eq(last2)]
         m.d.sync += [copy.eq(self.column) for copy in column2]
 
         # stage 3: the T² products, registered at the multipliers' outputs
-        products = Signal(data.ArrayLayout(signed(16), T * T))
+        products = Signal(data.ArrayLayout(signed(16), T * T), reset_less=True)
         for r in range(T):
             for c in range(T):
                 m.d.sync += products[r * T + c].eq(tile2[r * T + c] * column2[r][c])

@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("synth", help="synthesize for an FPGA (yowasp Yosys + nextpnr): resources and Fmax")
     q.add_argument("--target", default="ecp5-85k", choices=["ecp5-85k", "ice40-hx8k"], help="FPGA target")
     q.add_argument("--report-dir", default="reports", help="where synth-<config>.md goes")
+    q.add_argument("--pins", action="store_true",
+                   help="put every port of the core on a pin (default: the core in a register harness, as a "
+                        "board's own logic drives it)")
     add_config_args(q)
     q.set_defaults(handler="sim.synth:cmd_synth")
 

@@ -117,3 +117,23 @@ def test_a_block_rams_output_register_takes_the_flip_flop_after_it(tmp_path, ena
     cells = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["cells"].values()
     assert [c["parameters"]["REGMODE_B"] for c in cells if c["type"] == "DP16KD"] == ["OUTREG" if packed else "NOREG"]
     assert sum(c["type"] == "TRELLIS_FF" for c in cells) == 18 * (1 - packed)
+
+
+@pytest.mark.parametrize("enable, packed", [(False, (2, 1)), (True, (1, 1))])
+def test_a_multipliers_operand_and_product_registers_go_into_the_dsp(tmp_path, enable, packed):
+    """Plain flip-flops before and after a multiplier become the MULT18X18D's input and output registers;
+    an operand register with a clock enable stays in the fabric (the DSP's register would not hold)."""
+    import json
+
+    (tmp_path / "top.v").write_text(
+        "module top(input clk, input ce, input signed [7:0] a, input signed [7:0] b, output reg signed [15:0] p);\n"
+        "  reg signed [7:0] ra, rb;\n"
+        "  always @(posedge clk) begin " + ("if (ce) ra <= a; " if enable else "ra <= a; ")
+        + "rb <= b; p <= ra * rb; end\nendmodule\n")
+    syn = run_yosys(tmp_path, "read_verilog top.v", TARGETS["ecp5-85k"], [], top="top")
+    assert syn.dspreg == (*packed, 1)
+    cells = list(json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["cells"].values())
+    dsp = next(c for c in cells if c["type"] == "MULT18X18D")["parameters"]
+    assert sum(dsp.get(f"REG_INPUT{p}_CLK", "NONE") != "NONE" for p in "AB") == packed[0]
+    assert dsp["REG_OUTPUT_CLK"] == "CLK0"
+    assert sum(c["type"] == "TRELLIS_FF" for c in cells) == (8 if enable else 0)
