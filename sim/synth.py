@@ -637,10 +637,13 @@ def _check(syn: Synthesis, build_dir: Path) -> None:
 
 # ---- block RAM output registers ---------------------------------------------------------------------
 
-#: ECP5 block RAM read ports: cell → [(output pin prefix, clock pin, output clock enable pin, REGMODE parameter)]
+#: ECP5 block RAM read ports: cell → [(output pin prefixes, clock pins, output clock enable pins, REGMODE
+#: parameters)], one entry a port; ``"x36"``: a DP16KD reading 36 bits at once (a pseudo-dual-port RAM),
+#: whose read data leaves on both sides' pins (DOA: bits 0-17, DOB: 18-35) and is registered on both
 _BRAM_READ_PORTS = {
-    "DP16KD": [("DOA", "CLKA", "OCEA", "REGMODE_A"), ("DOB", "CLKB", "OCEB", "REGMODE_B")],
-    "PDPW16KD": [("DO", "CLKR", "OCER", "REGMODE")],
+    "DP16KD": [(("DOA",), ("CLKA",), ("OCEA",), ("REGMODE_A",)), (("DOB",), ("CLKB",), ("OCEB",), ("REGMODE_B",))],
+    "x36": [(("DOA", "DOB"), ("CLKA", "CLKB"), ("OCEA", "OCEB"), ("REGMODE_A", "REGMODE_B"))],
+    "PDPW16KD": [(("DO",), ("CLKR",), ("OCER",), ("REGMODE",))],
 }
 
 
@@ -720,24 +723,34 @@ def pack_output_registers(netlist: Path) -> tuple[int, int]:
     is packed only when the result is the same circuit: every data pin it uses drives exactly one
     flip-flop's D input and nothing else, each of those flip-flops has the RAM port's clock, no clock enable
     and no set/reset (the design's registers after a block RAM are reset-less for this), and the port's
-    output enable is tied high. The flip-flops' outputs become the RAM's; the flip-flops go."""
+    output enable is tied high. The flip-flops' outputs become the RAM's; the flip-flops go. A 36-bit read
+    (both sides' data pins) is one port: both sides' registers are enabled, or neither."""
     nl = _Netlist(netlist)
     packed = used = 0
     for owner in [n for n, c in nl.cells.items() if c["type"] in _BRAM_READ_PORTS]:
         cell = nl.cells[owner]
-        for prefix, clk, oce, regmode in _BRAM_READ_PORTS[cell["type"]]:
-            pins = [p for p in cell["connections"] if re.fullmatch(re.escape(prefix) + r"\d+", p)
+        conn, params = cell["connections"], cell["parameters"]
+        kind = cell["type"]
+        if kind == "DP16KD" and int(str(params.get("DATA_WIDTH_B", "0")), 2) == 36:
+            kind = "x36"
+        for prefixes, clocks, oces, regmodes in _BRAM_READ_PORTS[kind]:
+            pins = [p for p in conn if any(re.fullmatch(re.escape(x) + r"\d+", p) for x in prefixes)
                     and nl.net(cell, p) in nl.sinks]
             if not pins:
                 continue
             used += 1
-            flops = [nl.only_flop_after(nl.net(cell, pin), cell["connections"][clk]) for pin in pins]
-            if (None in flops or cell["parameters"].get(regmode, "NOREG") != "NOREG"
-                    or cell["connections"].get(oce) != ["1"]):
+            clock = conn[clocks[0]]
+            flops = [nl.only_flop_after(nl.net(cell, pin), clock) for pin in pins]
+            if (None in flops or any(conn[c] != clock for c in clocks)
+                    or any(params.get(r, "NOREG") != "NOREG" for r in regmodes)
+                    or any(conn.get(o) not in (["1"], ["0"]) for o in oces)
+                    or not any(conn.get(o) == ["1"] for o in oces)):
                 continue
             for pin, name in zip(pins, flops, strict=True):
                 nl.replace_flop(name, owner, pin, "Q")
-            cell["parameters"][regmode] = "OUTREG"
+            for r, o in zip(regmodes, oces, strict=True):
+                params[r] = "OUTREG"
+                conn[o] = ["1"]
             packed += 1
     nl.save()
     return packed, used

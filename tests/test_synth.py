@@ -100,23 +100,30 @@ def test_a_crash_in_abc9_is_told_from_other_yosys_failures(tmp_path):
     assert not _failed_in_abc9(tmp_path / "missing.log")
 
 
+@pytest.mark.parametrize("width", [18, 36])
 @pytest.mark.parametrize("enable, packed", [(False, 1), (True, 0)])
-def test_a_block_rams_output_register_takes_the_flip_flop_after_it(tmp_path, enable, packed):
-    """The flip-flop right after a block RAM becomes the RAM's output register (REGMODE=OUTREG); one with a
-    clock enable (which the RAM's output register would not keep) stays a flip-flop."""
+def test_a_block_rams_output_register_takes_the_flip_flop_after_it(tmp_path, enable, packed, width):
+    """The flip-flop right after a block RAM becomes the RAM's output register (REGMODE=OUTREG) — for a
+    36-bit read, whose data leaves on both sides' pins, both sides' registers; one with a clock enable
+    (which the RAM's output register would not keep) stays a flip-flop."""
     import json
 
     (tmp_path / "top.v").write_text(
-        "module top(input clk, input we, input ce, input [9:0] wa, input [9:0] ra, input [17:0] d,\n"
-        "           output reg [17:0] q);\n"
-        "  (* no_rw_check *) reg [17:0] mem [0:1023];\n  reg [17:0] r;\n"
+        f"module top(input clk, input we, input ce, input [8:0] wa, input [8:0] ra, input [{width - 1}:0] d,\n"
+        f"           output reg [{width - 1}:0] q);\n"
+        f"  (* no_rw_check *) reg [{width - 1}:0] mem [0:511];\n  reg [{width - 1}:0] r;\n"
         "  always @(posedge clk) begin if (we) mem[wa] <= d; r <= mem[ra]; "
         + ("if (ce) q <= r; " if enable else "q <= r; ") + "end\nendmodule\n")
     syn = run_yosys(tmp_path, "read_verilog top.v", TARGETS["ecp5-85k"], ["top.mem"], top="top")
     assert syn.outreg == (packed, 1)
     cells = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["cells"].values()
-    assert [c["parameters"]["REGMODE_B"] for c in cells if c["type"] == "DP16KD"] == ["OUTREG" if packed else "NOREG"]
-    assert sum(c["type"] == "TRELLIS_FF" for c in cells) == 18 * (1 - packed)
+    bram = [c for c in cells if c["type"] == "DP16KD"]
+    sides = "AB" if width == 36 else "B"
+    modes = [c["parameters"][f"REGMODE_{x}"] for c in bram for x in sides]
+    assert modes == ["OUTREG" if packed else "NOREG"] * len(sides)
+    if packed and width == 36:
+        assert bram[0]["connections"]["OCEA"] == bram[0]["connections"]["OCEB"] == ["1"]
+    assert sum(c["type"] == "TRELLIS_FF" for c in cells) == width * (1 - packed)
 
 
 @pytest.mark.parametrize("enable, packed", [(False, (2, 1)), (True, (1, 1))])
