@@ -203,7 +203,13 @@ class Subset(wiring.Component):
         f_addr = Signal(cfg.mem_addr_bits)
         f_h_addr = Signal(cfg.mem_addr_bits)
         f_x_addr = Signal(cfg.mem_addr_bits)
-        f_rows_m1 = Signal(signed(len(p.k_blocks) + 1))   # rows per column in the current read phase, - 1
+        # rows per column in the current read phase, kept as rows - 2 and "rows = 1", with "f_k is the last
+        # row" beside f_k: the fetch's next state compares registers only
+        f_rows_m2 = Signal(signed(len(p.k_blocks) + 1))
+        rows_one, k_end = Signal(), Signal()
+
+        def set_rows(rows):                  # a read phase of ``rows`` rows per column begins at row 0
+            return [f_rows_m2.eq(rows - 2), rows_one.eq(rows == 1), k_end.eq(rows == 1)]
         f_row0 = Signal.like(p.k_blocks)     # buffer row of the phase's first row
         f_k = Signal.like(p.k_blocks)
         f_w = Signal(range(W))
@@ -272,7 +278,7 @@ class Subset(wiring.Component):
             m.d.sync += [
                 f_out_base.eq(p.base_out + t_out + pch + first_row0),
                 f_addr.eq(h_addr), f_h_addr.eq(h_addr), f_x_addr.eq(x_addr), f_k.eq(0), f_w.eq(0),
-                f_rows_m1.eq(p.row_blocks - 1), f_row0.eq(0), ring_left.eq(0),
+                *set_rows(p.row_blocks), f_row0.eq(0), ring_left.eq(0),
                 a_left.eq(conv),
                 fill_state.eq(FillState.FILL),
                 # stacked, step > 1: h_{t-1} stays in the loop RAM, only x enters the buffer
@@ -283,7 +289,7 @@ class Subset(wiring.Component):
             with m.Elif(first_step):
                 m.d.sync += f_phase.eq(FetchPhase.H0)
             with m.Else():
-                m.d.sync += [f_phase.eq(x_phase), f_addr.eq(x_addr), f_rows_m1.eq(p.input_blocks - 1),
+                m.d.sync += [f_phase.eq(x_phase), f_addr.eq(x_addr), *set_rows(p.input_blocks),
                              f_row0.eq(p.row_blocks), ring_left.eq(Mux(stacked, 0, p.row_blocks * W))]
             if s_idx > 0:
                 with m.If(stacked):          # x_t of layer s, every step: layer s-1's h_t over the ring
@@ -316,13 +322,13 @@ class Subset(wiring.Component):
                 with m.Elif(a_ctr.next_group):
                     m.d.sync += [f_addr.eq(a_next), a_next.eq(a_next + a_stride)]
             with m.Else():
-                m.d.sync += f_k.eq(f_k + 1)
-                with m.If(f_k == f_rows_m1):
-                    m.d.sync += [f_k.eq(0), f_w.eq(f_w + 1)]
+                m.d.sync += [f_k.eq(f_k + 1), k_end.eq(f_k == f_rows_m2)]
+                with m.If(k_end):
+                    m.d.sync += [f_k.eq(0), k_end.eq(rows_one), f_w.eq(f_w + 1)]
                     with m.If(f_w == W - 1):
                         m.d.sync += f_w.eq(0)
                         with m.If((f_phase == FetchPhase.H0) | (f_phase == FetchPhase.H)):
-                            m.d.sync += [f_phase.eq(x_phase), f_addr.eq(f_x_addr), f_rows_m1.eq(p.input_blocks - 1),
+                            m.d.sync += [f_phase.eq(x_phase), f_addr.eq(f_x_addr), *set_rows(p.input_blocks),
                                          f_row0.eq(p.row_blocks)]
                         with m.Else():
                             m.d.sync += f_phase.eq(FetchPhase.NONE)
