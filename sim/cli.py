@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--pins", action="store_true",
                    help="put every port of the core on a pin (default: the core in a register harness, as a "
                         "board's own logic drives it)")
+    q.add_argument("--place-only", action="store_true",
+                   help="stop nextpnr after placement: its Fmax estimate in minutes (routing the default build "
+                        "takes hours)")
     add_config_args(q)
     q.set_defaults(handler="sim.synth:cmd_synth")
 

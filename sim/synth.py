@@ -6,6 +6,13 @@ one list of waived warnings and why. ``rnnpipe synth`` runs YoWASP Yosys and nex
 the build folder, relative paths only), prints LUTs, FFs, DSPs, block RAMs and Fmax and writes
 ``reports/synth-<config>.md``. :func:`synthesize` stops Yosys after the RAM mapping to prove the netlist
 has no latch, no undriven net and no memory left for flip-flops, then finishes the mapping.
+
+Two things Yosys' ECP5 flow leaves on the table are done here, each only where the result is the same
+circuit: read/write collisions are don't-care on the memories of :data:`COLLISION_FREE` (no emulation logic
+after their outputs), and the registers right after a block RAM and around a multiplier move into the
+primitives (:func:`pack_output_registers`, :func:`pack_dsp_registers`). ``rnnpipe synth`` measures the core
+in :func:`block_harness` (its ports registered in the fabric, as a board's own logic would drive them);
+``--pins`` puts every port on a pin instead.
 """
 
 from __future__ import annotations
@@ -890,14 +897,16 @@ class PlaceRoute:
     critical: list[str]                          # the critical path report lines
     seconds: float
     message: str = ""
+    routed: bool = True                          # False: placed only, Fmax is nextpnr's placement estimate
 
 
-def place_and_route(syn: Synthesis, build_dir: Path, *, seed: int = 1) -> PlaceRoute:
-    """nextpnr on ``top.json``: utilisation, Fmax of ``clk`` and the critical path."""
+def place_and_route(syn: Synthesis, build_dir: Path, *, seed: int = 1, route: bool = True) -> PlaceRoute:
+    """nextpnr on ``top.json``: utilisation, Fmax of ``clk`` and the critical path; without ``route``, the
+    placement only and nextpnr's Fmax estimate after it (minutes where routing a large build takes hours)."""
     target = syn.target
     cmd = [*_tool(target.nextpnr, "rnnpipe synth"), *target.device, "--json", "top.json",
            "--freq", str(target.freq_mhz), "--seed", str(seed), "--timing-allow-fail",
-           "--report", "report.json"]
+           "--report", "report.json", *(() if route else ("--no-route",))]
     if target.name.startswith("ecp5"):
         cmd.append("--lpf-allow-unconstrained")
     else:
@@ -920,7 +929,7 @@ def place_and_route(syn: Synthesis, build_dir: Path, *, seed: int = 1) -> PlaceR
         fmax = float(found[-1]) if found else None
     critical = _critical_path(text)
     errors = re.findall(r"^ERROR: (.*)$", text, re.MULTILINE)
-    return PlaceRoute(status == 0, fmax, used, critical, seconds, errors[-1] if errors else "")
+    return PlaceRoute(status == 0, fmax, used, critical, seconds, errors[-1] if errors else "", route)
 
 
 def _critical_path(log: str) -> list[str]:
@@ -1003,9 +1012,10 @@ def cmd_synth(args) -> int:
     else:
         print(f"nextpnr  {target.nextpnr.replace('_', '-')} {' '.join(target.device)} at {target.freq_mhz} MHz "
               f"(minutes for a large build)...", flush=True)
-        pnr = place_and_route(syn, build_dir)
+        pnr = place_and_route(syn, build_dir, route=not args.place_only)
         if pnr.fmax is not None:
-            print(f"nextpnr  {pnr.seconds:.0f} s: Fmax {pnr.fmax:.1f} MHz (target {target.freq_mhz} MHz)")
+            what = "Fmax" if pnr.routed else "Fmax estimate after placement"
+            print(f"nextpnr  {pnr.seconds:.0f} s: {what} {pnr.fmax:.1f} MHz (target {target.freq_mhz} MHz)")
         if not pnr.ok:
             print(f"nextpnr  failed: {pnr.message or 'see ' + str(build_dir / 'nextpnr.log')}")
     table = _summary(syn, pnr)
@@ -1034,7 +1044,8 @@ def _summary(syn: Synthesis, pnr: PlaceRoute | None) -> str:
         rows.append(f"| LUTRAM ({t.pnr_counts['LUTRAM']}) | {syn.lutram} | {pnr.used[t.pnr_counts['LUTRAM']][0]} | "
                     f"{pnr.used[t.pnr_counts['LUTRAM']][1]} |")
     fmax = f"{pnr.fmax:.1f} MHz" if pnr is not None and pnr.fmax is not None else "—"
-    rows.append(f"| Fmax (clk) | | {fmax} | target {t.freq_mhz} MHz |")
+    label = "Fmax (clk)" if pnr is None or pnr.routed else "Fmax (clk), placement estimate"
+    rows.append(f"| {label} | | {fmax} | target {t.freq_mhz} MHz |")
     return "\n".join(rows)
 
 
@@ -1050,7 +1061,7 @@ def _write_report(path: Path, label: str, cfg: Config, syn: Synthesis, pnr: Plac
     key = t.name + ("" if harness else "-pins")
     lines = [f"## {key}", "",
              f"Yosys `{t.synth}` ({syn.seconds:.0f} s), nextpnr `{' '.join(t.device)} --freq {t.freq_mhz}`"
-             + (f" ({pnr.seconds:.0f} s)" if pnr else " (not run)") + "; "
+             + (f" ({pnr.seconds:.0f} s{'' if pnr.routed else ', placement only'})" if pnr else " (not run)") + "; "
              + ("the core in a register harness: every input from a flip-flop of a shift register fed by one pin, "
                 "every output into a flip-flop and a pipelined XOR tree to one pin, as a board's own logic would "
                 "drive the ports (`--pins`: every port on a pin)." if harness else
