@@ -180,13 +180,13 @@ class Scheduler(wiring.Component):
         # stage 2: every layer's input row blocks
         m.d.sync += k_all.eq(row_blocks + input_blocks + k_upper)
         # stage 3: region sizes
-        a_words = Signal(cfg.mem_addr_bits + 16)
-        left = Signal.like(a_words)              # words the loader has still to request in this phase
+        count_bits = cfg.mem_addr_bits + 16
+        left = Signal(count_bits)                # words the loader has still to request in this phase
         left_nz = Signal()                       # left != 0, registered beside it
-        unrecv = Signal.like(a_words)            # words still to arrive (or be made) in this phase
+        unrecv = Signal(count_bits)              # words still to arrive (or be made) in this phase
         unrecv_nz, unrecv_one = Signal(), Signal()   # unrecv != 0, unrecv == 1, registered beside it
         size_bits = (sat * max(cfg.max_batch * max(cfg.max_row_blocks, cfg.max_input_blocks), 1)).bit_length()
-        sizes = {name: Signal(max(size_bits, len(a_words)), name=f"size_{name}")
+        sizes = {name: Signal(max(size_bits, count_bits), name=f"size_{name}")
                  for name in ("a", "bias", "h0", "x", "out")}
         m.d.sync += [
             sizes["a"].eq(row_blocks * k_all * T), sizes["bias"].eq(Mux(req.has_bias, bias_words, 0)),
@@ -217,7 +217,6 @@ class Scheduler(wiring.Component):
                 p.h0_words.eq(h0_words), p.x_words.eq(x_words), p.bias_words.eq(bias_words),
                 p.base_a.eq(req.base_a), p.base_bias.eq(req.base_bias),
                 p.base_h0.eq(req.base_h0), p.base_x.eq(req.base_x), p.base_out.eq(req.base_out),
-                a_words.eq(sizes["a"]),
                 left.eq(Mux(req.conventional, bias_words, sizes["a"])),
                 left_nz.eq(Mux(req.conventional, bias_words != 0, sizes["a"] != 0)),
                 unrecv.eq(Mux(req.conventional, bias_words, sizes["a"])),
