@@ -14,9 +14,13 @@ the cells of the worst paths.
 from __future__ import annotations
 
 import argparse
-import json
 import re
+import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sim.synth import Netlist  # noqa: E402
 
 # combinational delay input → output (ns); None: the output is a start point (registered)
 CELL = {
@@ -44,22 +48,13 @@ def _registered_dsp(cell) -> bool:
 
 
 def analyse(path, budget, route, top):
-    mod = next(m for m in json.load(open(path))["modules"].values() if m.get("attributes", {}).get("top"))
+    nl = Netlist(Path(path))
     names = {}
-    for n, v in mod["netnames"].items():
+    for n, v in nl.module["netnames"].items():
         for i, b in enumerate(v["bits"]):
             if isinstance(b, int) and (b not in names or len(n) < len(names[b][0])):
                 names[b] = (n, i)
-    driver = {}                # net → (cell, output port)
-    sinks = defaultdict(list)  # net → [(cell, input port)]
-    cells = mod["cells"]
-    for cn, c in cells.items():
-        for p, bits in c["connections"].items():
-            d = c["port_directions"].get(p)
-            for b in bits:
-                if not isinstance(b, int):
-                    continue
-                (sinks[b].append((cn, p)) if d == "input" else driver.__setitem__(b, (cn, p)))
+    driver, cells = nl.driver, nl.cells        # net → (cell, output port); cell name → cell
 
     arrival, via = {}, {}
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from hdl.config import PRESETS, Config, UserError
 
 __all__ = ["LINT_WAIVERS", "TARGETS", "Target", "write_verilog", "lint", "memories", "synthesize",
-           "place_and_route", "pack_output_registers", "pack_dsp_registers", "collisions_dont_care",
+           "place_and_route", "Netlist", "pack_output_registers", "pack_dsp_registers", "collisions_dont_care",
            "COLLISION_FREE", "cmd_verilog", "cmd_synth"]
 
 TOP = "rnnpipe_top"
@@ -251,6 +251,11 @@ class Synthesis:
     logic_mapper: str = ""                              # how the logic was mapped to LUTs ("": not mapped)
     outreg: tuple[int, int] = (0, 0)                    # block RAM read ports with their output register, of all
     dspreg: tuple[int, int, int] = (0, 0, 0)            # DSP operand ports and products registered inside, of DSPs
+
+    @property
+    def fallback_mapper(self) -> str:
+        """How the logic was mapped when Yosys' own mapper (ABC9) failed, else ""."""
+        return "" if self.logic_mapper in ("", "ABC9") else self.logic_mapper
 
     @property
     def mapped_logic(self) -> bool:
@@ -553,8 +558,13 @@ def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, fu
             log, partial = _yosys(build_dir, "synth", script, target), False
         else:
             raise
-    outreg = pack_output_registers(build_dir / "top.json") if not partial else (0, 0)
-    dspreg = pack_dsp_registers(build_dir / "top.json") if not partial and target.dsp_width else (0, 0, 0)
+    outreg, dspreg = (0, 0), (0, 0, 0)
+    if not partial:
+        netlist = Netlist(build_dir / "top.json")
+        outreg = pack_output_registers(netlist)
+        if target.dsp_width:
+            dspreg = pack_dsp_registers(netlist)
+        netlist.save()
     text = log.read_text(errors="replace")
     mapped = dict(re.findall(r"^mapping memory (\S+) via \$__(\w+?)_?$", text, re.MULTILINE))
     syn = Synthesis(target, _stat(build_dir / "stat.json"), mapped, mems, plan, time.monotonic() - start,
@@ -663,7 +673,7 @@ def _plain_flop(cell: dict) -> bool:
             and params.get("REGSET", "RESET") == "RESET")
 
 
-class _Netlist:
+class Netlist:
     """A Yosys JSON netlist's top module with who drives and who reads every net."""
 
     def __init__(self, path: Path):
@@ -720,10 +730,10 @@ class _Netlist:
         self.path.write_text(json.dumps(self.data))
 
 
-def pack_output_registers(netlist: Path) -> tuple[int, int]:
+def pack_output_registers(nl: Netlist) -> tuple[int, int]:
     """Move the flip-flops that register a block RAM's read data into the RAM's own output register
-    (``REGMODE=OUTREG``), in a Yosys JSON netlist of an ECP5 design, in place; returns (read ports packed,
-    read ports that drive anything).
+    (``REGMODE=OUTREG``), in the netlist of an ECP5 design; returns (read ports packed, read ports that
+    drive anything).
 
     Without its output register a DP16KD's data is valid 5.83 ns after the clock on an ECP5-6 (0.96 ns with
     it), which alone exceeds a 150 MHz cycle once routed; Yosys' RAM mapping never uses the register. A port
@@ -732,7 +742,6 @@ def pack_output_registers(netlist: Path) -> tuple[int, int]:
     and no set/reset (the design's registers after a block RAM are reset-less for this), and the port's
     output enable is tied high. The flip-flops' outputs become the RAM's; the flip-flops go. A 36-bit read
     (both sides' data pins) is one port: both sides' registers are enabled, or neither."""
-    nl = _Netlist(netlist)
     packed = used = 0
     for owner in [n for n, c in nl.cells.items() if c["type"] in _BRAM_READ_PORTS]:
         cell = nl.cells[owner]
@@ -759,14 +768,13 @@ def pack_output_registers(netlist: Path) -> tuple[int, int]:
                 params[r] = "OUTREG"
                 conn[o] = ["1"]
             packed += 1
-    nl.save()
     return packed, used
 
 
-def pack_dsp_registers(netlist: Path) -> tuple[int, int, int]:
+def pack_dsp_registers(nl: Netlist) -> tuple[int, int, int]:
     """Move the flip-flops around an ECP5 multiplier into the MULT18X18D's own input and output registers
-    (``REG_INPUTA_CLK``, ``REG_INPUTB_CLK``, ``REG_OUTPUT_CLK``), in place; returns (operand ports packed,
-    output ports packed, multipliers).
+    (``REG_INPUTA_CLK``, ``REG_INPUTB_CLK``, ``REG_OUTPUT_CLK``), in the netlist; returns (operand ports
+    packed, output ports packed, multipliers).
 
     Unregistered, the block takes 3.93 ns from its inputs to its product on an ECP5-6, which with the
     routing to and from it fills a 150 MHz cycle; registered inside, a product leaves 0.74 ns after the
@@ -774,7 +782,6 @@ def pack_dsp_registers(netlist: Path) -> tuple[int, int, int]:
     set/reset, one clock) that drives nothing but pins of that port (a sign bit drives several); the
     product when every used output pin drives exactly one plain flip-flop on that clock. The design's
     operand and product registers (hdl/cu.py) are reset-less and unconditional for this."""
-    nl = _Netlist(netlist)
     ins = outs = count = 0
     for owner in [n for n, c in nl.cells.items() if c["type"] == "MULT18X18D"]:
         cell = nl.cells[owner]
@@ -783,7 +790,7 @@ def pack_dsp_registers(netlist: Path) -> tuple[int, int, int]:
         if any(params.get(k, "NONE") != "NONE" for k in ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK",
                                                           "REG_PIPELINE_CLK")):
             continue
-        clock, ins_here = None, 0
+        clock = None                                    # the operands' clock, once one port is packed
         for port in "AB":
             pins = [p for p in conn if re.fullmatch(port + r"\d+", p)]
             flops = {}
@@ -806,23 +813,21 @@ def pack_dsp_registers(netlist: Path) -> tuple[int, int, int]:
                 nl.replace_flop(name, owner, pin, "DI")
             params[f"REG_INPUT{port}_CLK"] = "CLK0"
             ins += 1
-            ins_here += 1
         pins = [p for p in conn if re.fullmatch(r"P\d+", p) and nl.net(cell, p) in nl.sinks]
-        if pins and clock is None:                      # no operand packed: the product registers' clock
+        out_clock = clock
+        if pins and out_clock is None:                  # no operand packed: the product registers' clock
             first = nl.cells[nl.sinks[nl.net(cell, pins[0])][0][0]]
-            clock = first["connections"].get("CLK") if first["type"] == "TRELLIS_FF" else None
-        flops = [nl.only_flop_after(nl.net(cell, p), clock) for p in pins]
-        if pins and clock is not None and None not in flops:
+            out_clock = first["connections"].get("CLK") if first["type"] == "TRELLIS_FF" else None
+        flops = [nl.only_flop_after(nl.net(cell, p), out_clock) for p in pins]
+        if pins and out_clock is not None and None not in flops:
             for pin, name in zip(pins, flops, strict=True):
                 nl.replace_flop(name, owner, pin, "Q")
             params["REG_OUTPUT_CLK"] = "CLK0"
             outs += 1
-        elif not ins_here:
-            clock = None
+            clock = out_clock
         if clock is not None:
             conn.update({"CLK0": clock, "CE0": ["1"], "RST0": ["0"]})
             cell["port_directions"].update({"CLK0": "input", "CE0": "input", "RST0": "input"})
-    nl.save()
     return ins, outs, count
 
 
@@ -999,8 +1004,8 @@ def cmd_synth(args) -> int:
     logic = f"{syn.luts} LUT4, {syn.ffs} FF" if syn.mapped_logic else "logic not mapped"
     print(f"yosys    {syn.seconds:.0f} s: {logic}, {syn.dsps} DSP, {syn.brams} BRAM, "
           f"{syn.lutram} LUTRAM cells; MAC products: {syn.plan.in_dsp} in DSPs, {syn.plan.in_luts} in LUTs")
-    if syn.logic_mapper not in ("", "ABC9"):
-        print(f"yosys    logic mapped by {syn.logic_mapper}")
+    if syn.fallback_mapper:
+        print(f"yosys    logic mapped by {syn.fallback_mapper}")
     if syn.outreg[1]:
         print(f"yosys    block RAM output registers: {syn.outreg[0]} of {syn.outreg[1]} read ports")
     if syn.dspreg[2]:
@@ -1067,8 +1072,8 @@ def _write_report(path: Path, label: str, cfg: Config, syn: Synthesis, pnr: Plac
                 "drive the ports (`--pins`: every port on a pin)." if harness else
                 "every port of the core on a pin (`rnnpipe synth` without `--pins` measures the core in a "
                 "register harness)."), "", table, ""]
-    if syn.logic_mapper not in ("", "ABC9"):
-        lines += [f"Logic mapped to LUTs by {syn.logic_mapper}.", ""]
+    if syn.fallback_mapper:
+        lines += [f"Logic mapped to LUTs by {syn.fallback_mapper}.", ""]
     if syn.outreg[1]:
         lines += [f"Block RAM output registers: {syn.outreg[0]} of {syn.outreg[1]} read ports register their data "
                   "in the RAM (REGMODE=OUTREG, 0.96 ns clock-to-out instead of 5.83 ns on an ECP5-6); "
