@@ -83,7 +83,7 @@ class Cluster(wiring.Component):
         # 6 look the activation up (T read ports); 7 register it: a block RAM's output is slow (5.8 ns on
         # an ECP5-6), so it goes straight into a flip-flop. ``overflow`` travels beside the values.
         lo, hi = -(1 << (aw - 1)), (1 << (aw - 1)) - 1
-        rounding = Signal(aw)                       # static during a run: off the data path
+        rounding = Signal(aw, reset_less=True)      # static during a run: off the data path
         m.d.sync += rounding.eq((Const(1, 1) << self.shift) >> 1)
         valid = [Signal(name=f"rq_valid{n}") for n in range(1, 7)]
         overflow = [Signal(name=f"rq_overflow{n}") for n in range(1, 7)]
@@ -98,16 +98,16 @@ class Cluster(wiring.Component):
             acc = cu.out_acc[r]
             under, over = acc < lo, acc > hi
             saturated_any += [under, over]
-            sat = Signal(signed(aw), name=f"sat{r}")
+            sat = Signal(signed(aw), name=f"sat{r}", reset_less=True)
             m.d.sync += sat.eq(acc)
             with m.If(under):
                 m.d.sync += sat.eq(lo)
             with m.Elif(over):
                 m.d.sync += sat.eq(hi)
-            rounded = Signal(signed(aw + 1), name=f"rounded{r}")
-            part = Signal(signed(aw + 1), name=f"part{r}")
-            shifted = Signal(signed(aw + 1), name=f"shifted{r}")
-            q = Signal(signed(8), name=f"q{r}")
+            rounded = Signal(signed(aw + 1), name=f"rounded{r}", reset_less=True)
+            part = Signal(signed(aw + 1), name=f"part{r}", reset_less=True)
+            shifted = Signal(signed(aw + 1), name=f"shifted{r}", reset_less=True)
+            q = Signal(signed(8), name=f"q{r}", reset_less=True)
             m.d.sync += [rounded.eq(sat + rounding), part.eq(rounded >> self.shift[:2]),
                          shifted.eq(part >> Cat(Const(0, 2), self.shift[2:])), q.eq(shifted)]
             with m.If(shifted < -128):

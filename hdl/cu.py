@@ -80,12 +80,12 @@ class CU(wiring.Component):
         # value, kept apart through synthesis (``keep``), so no flip-flop drives T DSP blocks across the chip.
         v1, first1, last1 = Signal(), Signal(), Signal()
         m.d.sync += [v1.eq(self.issue), first1.eq(self.first), last1.eq(self.last)]
-        tile1, bias1 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias)
+        tile1, bias1 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias, reset_less=True)
         v2, first2, last2 = Signal(), Signal(), Signal()
         m.d.sync += [tile1.eq(rd.data), bias1.eq(self.bias), v2.eq(v1), first2.eq(first1), last2.eq(last1)]
         # the multipliers' operands and products are reset-less and unconditional, so synthesis can move
         # them into the DSP blocks' own input and output registers (sim.synth.pack_dsp_registers)
-        tile2, bias2 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias)
+        tile2, bias2 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias, reset_less=True)
         column2 = [Signal.like(self.column, name=f"column2_row{r}", attrs={"keep": 1}, reset_less=True)
                    for r in range(T)]
         v3, first3, last3 = Signal(), Signal(), Signal()
@@ -97,7 +97,7 @@ class CU(wiring.Component):
         for r in range(T):
             for c in range(T):
                 m.d.sync += products[r * T + c].eq(tile2[r * T + c] * column2[r][c])
-        v, first, last, bias = Signal(), Signal(), Signal(), Signal.like(self.bias)
+        v, first, last, bias = Signal(), Signal(), Signal(), Signal.like(self.bias, reset_less=True)
         m.d.sync += [v.eq(v3), first.eq(first3), last.eq(last3), bias.eq(bias2)]
 
         # stages 4 … 3 + TREE_STAGES: reduce each row of products, two adder levels per stage
@@ -106,22 +106,25 @@ class CU(wiring.Component):
             rows = [_tree_levels(terms, 2) for terms in rows]
             regs = []
             for r, terms in enumerate(rows):
-                regs.append([Signal(signed(16 + T.bit_length()), name=f"sum{n}_{r}_{i}") for i in range(len(terms))])
+                regs.append([Signal(signed(16 + T.bit_length()), name=f"sum{n}_{r}_{i}", reset_less=True)
+                             for i in range(len(terms))])
                 m.d.sync += [reg.eq(term) for reg, term in zip(regs[-1], terms, strict=True)]
             rows = regs
-            v_n, first_n, last_n, bias_n = Signal(), Signal(), Signal(), Signal.like(self.bias)
+            v_n, first_n, last_n, bias_n = Signal(), Signal(), Signal(), Signal.like(self.bias, reset_less=True)
             m.d.sync += [v_n.eq(v), first_n.eq(first), last_n.eq(last), bias_n.eq(bias)]
             v, first, last, bias = v_n, first_n, last_n, bias_n
         sums = [_tree_levels(terms, T) for terms in rows]
         assert all(len(terms) == 1 for terms in sums), "TREE_STAGES too few for the tile edge"
 
         # last stage: accumulate; the group's result is in out_acc for the cycle after its last term
+        acc = Signal.like(self.out_acc, reset_less=True)
+        m.d.comb += self.out_acc.eq(acc)
         with m.If(v):
             for r in range(T):
                 with m.If(first):
-                    m.d.sync += self.out_acc[r].eq(bias[r] + sums[r][0])
+                    m.d.sync += acc[r].eq(bias[r] + sums[r][0])
                 with m.Else():
-                    m.d.sync += self.out_acc[r].eq(self.out_acc[r] + sums[r][0])
+                    m.d.sync += acc[r].eq(acc[r] + sums[r][0])
         m.d.sync += self.out_valid.eq(v & last)
         return m
 

@@ -130,13 +130,23 @@ class MemClient(wiring.Signature):
                f"tag_width={self._tag_width})"
 
 
+def _or_all(values):
+    """The OR of ``values`` as a balanced tree (with a one-hot select: an AND-OR multiplexer)."""
+    values = list(values)
+    while len(values) > 1:
+        values = [values[i] | values[i + 1] if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
+
+
 class _RoundRobin(wiring.Component):
     """A fair arbiter: grants the first requester at or after its pointer, then moves the pointer past
     the granted requester, so a waiting requester is granted within ``count`` cycles.
 
     The pointer is kept as a mask of the requesters at or after it; the first requester of the masked
-    requests (or, when none, of all requests) is isolated with one carry chain (``x & -x``), so the grant
-    is a few logic levels deep whatever ``count``.
+    requests (or, when none, of all requests) is isolated with one carry chain (``x & -x`` over the
+    masked requests followed by all of them), so the grant is a carry chain and a LUT deep whatever
+    ``count``.
 
     Members
     -------
@@ -164,10 +174,12 @@ class _RoundRobin(wiring.Component):
         m.d.comb += self.valid.eq(do_grant)
 
         mask = Signal(n, init=ones)             # requesters at or after the pointer
-        masked = self.requests & mask
-        pool = Signal(n)
-        m.d.comb += pool.eq(Mux(masked.any(), masked, self.requests))
-        m.d.comb += self.onehot.eq(pool & (~pool + 1)[:n])
+        # the first set bit of (masked requests, then all requests) in one carry chain: in the low half
+        # when any masked requester asks, else the first requester from the bottom (no "any" before it)
+        both = Signal(2 * n)
+        m.d.comb += both.eq(Cat(self.requests & mask, self.requests))
+        first = both & (~both + 1)[:2 * n]
+        m.d.comb += self.onehot.eq(first[:n] | first[n:])
         m.d.comb += self.grant.eq(Cat(Cat(self.onehot[i] for i in range(n) if i >> bit & 1).any()
                                       for bit in range(max(1, (n - 1).bit_length())))[:len(self.grant)])
 
@@ -269,9 +281,11 @@ class GlobalMemory(wiring.Component):
         reqs = [client.req for client in self.clients]
 
         # ---- per-client request queues: entry 0 is the head; valid flags are a thermometer ------------
-        heads, head_valid, pops, queued = [], [], [], []
+        heads, requests, pops, queued = [], [], [], []
         for c, req in enumerate(reqs):
-            entries = [Signal(self._entry(), name=f"q{c}_entry{i}") for i in range(depth)]
+            # the entries are reset-less (the valid flags say which hold a request): the reset reaches
+            # control state only (DESIGN §4)
+            entries = [Signal(self._entry(), name=f"q{c}_entry{i}", reset_less=True) for i in range(depth)]
             valid = Signal(depth, name=f"q{c}_valid")
             pop = Signal(name=f"q{c}_pop")
             bank, row = bank_split(req.payload.addr, banks)
@@ -286,23 +300,30 @@ class GlobalMemory(wiring.Component):
             # an entry takes the next one up when the head leaves, else keeps its request; a free entry
             # (after the shift) takes the incoming request whether or not one is pushed (harmless: its
             # valid flag says)
+            next_head = Signal(self._entry(), name=f"q{c}_next_head")
             for i, entry in enumerate(entries):
                 above = entries[i + 1] if i + 1 < depth else None
+                nxt = Signal(self._entry(), name=f"q{c}_next{i}") if i else next_head
+                m.d.comb += nxt.eq(entry)
                 with m.If(pop):
-                    if above is not None:
-                        m.d.sync += entry.eq(Mux(valid[i + 1], above, incoming))
-                    else:
-                        m.d.sync += entry.eq(incoming)
+                    m.d.comb += nxt.eq(Mux(valid[i + 1], above, incoming) if above is not None else incoming)
                 with m.Elif(~valid[i]):
-                    m.d.sync += entry.eq(incoming)
+                    m.d.comb += nxt.eq(incoming)
+                m.d.sync += entry.eq(nxt)
             count_up = Cat(C(1, 1), valid[:depth - 1])          # the thermometer one entry longer
             count_down = Cat(valid[1:], C(0, 1))                # … one entry shorter
+            next_valid = Signal(depth, name=f"q{c}_next_valid")
+            m.d.comb += next_valid.eq(valid)
             with m.If(push & ~pop):
-                m.d.sync += valid.eq(valid | count_up)
+                m.d.comb += next_valid.eq(valid | count_up)
             with m.Elif(pop & ~push):
-                m.d.sync += valid.eq(count_down)
+                m.d.comb += next_valid.eq(count_down)
+            m.d.sync += valid.eq(next_valid)
+            # the head's request to each bank, a register of its own (the arbiters' inputs, no logic)
+            asks = Signal(banks, name=f"q{c}_asks")
+            m.d.sync += asks.eq(Mux(next_valid[0], next_head.bank, 0))
+            requests.append(asks)
             heads.append(entries[0])
-            head_valid.append(valid[0])
             pops.append(pop)
             queued.append(valid[0])
 
@@ -312,7 +333,7 @@ class GlobalMemory(wiring.Component):
         in_flight = []
         for b in range(banks):
             arbiter = m.submodules[f"arbiter{b}"] = _RoundRobin(n)
-            m.d.comb += arbiter.requests.eq(Cat(head_valid[c] & heads[c].bank[b] for c in range(n)))
+            m.d.comb += arbiter.requests.eq(Cat(requests[c][b] for c in range(n)))
             onehots.append(arbiter.onehot)
             # the granted head, selected by the one-hot grant (an AND-OR, no priority chain)
             pick = arbiter.onehot
@@ -320,9 +341,8 @@ class GlobalMemory(wiring.Component):
             g_row = Signal(range(self.bank_depth), name=f"b{b}_row")
             g_data = Signal(cfg.word_bits, name=f"b{b}_data")
             g_tag = Signal(self._tag_width, name=f"b{b}_tag")
-            for c in range(n):
-                with m.If(pick[c]):
-                    m.d.comb += [g_row.eq(heads[c].row), g_data.eq(heads[c].data), g_tag.eq(heads[c].tag)]
+            for sel, field in ((g_row, "row"), (g_data, "data"), (g_tag, "tag")):
+                m.d.comb += sel.eq(_or_all(Mux(pick[c], heads[c][field], 0) for c in range(n)))
             bank_read = arbiter.valid & ~g_write
             bank_write = arbiter.valid & g_write
 
@@ -336,13 +356,13 @@ class GlobalMemory(wiring.Component):
             # The read's client travels one-hot, so delivery is an AND-OR with no compare.
             valid = Signal(name=f"b{b}_valid1")
             client = Signal(n, name=f"b{b}_client1")
-            tag = Signal(self._tag_width, name=f"b{b}_tag1")
+            tag = Signal(self._tag_width, name=f"b{b}_tag1", reset_less=True)
             m.d.sync += [valid.eq(bank_read), client.eq(Mux(g_write, 0, pick)), tag.eq(g_tag)]
             in_flight.append(valid)
             if cfg.mem_latency >= 2:
                 a_write = Signal(name=f"b{b}_write1")
-                a_row = Signal(range(self.bank_depth), name=f"b{b}_row1")
-                a_data = Signal(cfg.word_bits, name=f"b{b}_wdata1")
+                a_row = Signal(range(self.bank_depth), name=f"b{b}_row1", reset_less=True)
+                a_data = Signal(cfg.word_bits, name=f"b{b}_wdata1", reset_less=True)
                 m.d.sync += [a_write.eq(bank_write), a_row.eq(g_row), a_data.eq(g_data)]
                 m.d.comb += [
                     write_port.en.eq(a_write), write_port.addr.eq(a_row), write_port.data.eq(a_data),
@@ -358,7 +378,7 @@ class GlobalMemory(wiring.Component):
             for stage in range(2, cfg.mem_latency + 1):
                 next_valid = Signal(name=f"b{b}_valid{stage}")
                 next_client = Signal(n, name=f"b{b}_client{stage}")
-                next_tag = Signal(self._tag_width, name=f"b{b}_tag{stage}")
+                next_tag = Signal(self._tag_width, name=f"b{b}_tag{stage}", reset_less=True)
                 m.d.sync += [next_valid.eq(valid), next_client.eq(client), next_tag.eq(tag)]
                 if word is None:
                     next_word = read_port.data          # stage 2: the bank's own read register

@@ -119,7 +119,7 @@ class Subset(wiring.Component):
 
     Members
     -------
-    params : run-time parameters (stable while running).
+    params : run-time parameters (stable while running; registered on entry, a cycle late).
     load_* , lut_* : weight, bias and LUT writes broadcast by the scheduler / host (biases only to
         ``load_subset`` unless ``load_all``).
     items : work items in the order of ``hdl/order.py``.
@@ -180,8 +180,11 @@ class Subset(wiring.Component):
         cfg = self._cfg
         K, W, T = cfg.clusters, cfg.column_width, cfg.tile
         KW = cfg.max_k_blocks * W          # words of one buffer half
-        p = self.params
         m = Module()
+        # the run parameters, registered on entry: each subset works from its own copy, near it on the chip
+        # (they are stable from LOAD_A to the next start, long before the first item)
+        p = Signal.like(self.params, reset_less=True)
+        m.d.sync += p.eq(self.params)
 
         # ---- input buffer: two halves of Kin × W words, address half·KW + k·W + w ---------------------
         m.submodules.buffer = buf = Memory(shape=column_layout(cfg), depth=cfg.buffer_words, init=[])

