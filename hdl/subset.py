@@ -390,12 +390,16 @@ class Subset(wiring.Component):
         # stacked: step t-1 of this column block must have left (items finish in order, J apart)
         loop_ok = ~stacked | (start_step == 1) | (inflight.level < p.col_blocks)
         do_start = ~running & cmp_ready & inflight.w_rdy & loop_ok
-        group_start = ck == 0
-        do_issue = running & (~group_start | (credits != 0))
-        last_k = ck == kb - 1
         rounds = Signal.like(p.cluster_row_blocks)      # local row blocks per cluster in this subset
         m.d.sync += rounds.eq(Mux(conv, _rounds(p, s_idx, cfg), p.cluster_row_blocks))
-        item_done = do_issue & last_k & (cw == W - 1) & (ii == rounds - 1)
+        # where the loop counters stand, as registered flags (each worked out a cycle ahead from per-run
+        # registers), so an issue and an item's end are a few gates, not compares and subtractions
+        kb_one, kb_m2 = Signal(), Signal.like(kb)
+        rounds_one, rounds_m2 = Signal(), Signal.like(rounds)
+        m.d.sync += [kb_one.eq(kb == 1), kb_m2.eq(kb - 2), rounds_one.eq(rounds == 1), rounds_m2.eq(rounds - 2)]
+        group_start, last_k, last_ii = Signal(), Signal(), Signal()     # ck == 0, ck == kb - 1, ii == rounds - 1
+        do_issue = running & (~group_start | (credits != 0))
+        item_done = do_issue & last_k & (cw == W - 1) & last_ii
 
         m.d.comb += [inflight.w_en.eq(do_start), inflight_w.begin.eq(self.cycle)]
         for h in range(2):
@@ -416,13 +420,14 @@ class Subset(wiring.Component):
         conv_set = cfg.conv_tiles_per_cluster
         rf_set = Signal(range(conv_set + 1))
         with m.If(do_start):
-            m.d.sync += [running.eq(1), ii.eq(0), cw.eq(0), ck.eq(0), rf_set.eq(Mux(conv & cmp_half, conv_set, 0))]
+            m.d.sync += [running.eq(1), ii.eq(0), cw.eq(0), ck.eq(0), rf_set.eq(Mux(conv & cmp_half, conv_set, 0)),
+                         group_start.eq(1), last_k.eq(kb_one), last_ii.eq(rounds_one)]
         with m.If(do_issue):
-            m.d.sync += ck.eq(ck + 1)
+            m.d.sync += [ck.eq(ck + 1), group_start.eq(0), last_k.eq(ck == kb_m2)]
             with m.If(last_k):
-                m.d.sync += [ck.eq(0), cw.eq(cw + 1)]
+                m.d.sync += [ck.eq(0), cw.eq(cw + 1), group_start.eq(1), last_k.eq(kb_one)]
                 with m.If(cw == W - 1):
-                    m.d.sync += [cw.eq(0), ii.eq(ii + 1)]
+                    m.d.sync += [cw.eq(0), ii.eq(ii + 1), last_ii.eq(ii == rounds_m2)]
         with m.If(item_done):
             m.d.sync += [running.eq(0), cmp_half.eq(~cmp_half)]
             for h in range(2):
