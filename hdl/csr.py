@@ -6,8 +6,15 @@ from dataclasses import dataclass
 
 from hdl.config import Config
 
-__all__ = ["Register", "csr_map", "ID_MAGIC", "STATUS_BITS", "FLAG_BITS", "TRAFFIC_KINDS", "memory_clients",
+__all__ = ["Register", "csr_map", "CSR_READ_LATENCY", "CSR_READ_GROUP",
+           "ID_MAGIC", "STATUS_BITS", "FLAG_BITS", "TRAFFIC_KINDS", "memory_clients",
            "counter_names"]
+
+#: cycles from the edge that samples ``csr_addr`` to the edge after which ``csr_rdata`` holds the register:
+#: the read is two registered stages (a group of ``CSR_READ_GROUP`` registers, then the group), so no
+#: address decode meets a 32-bit mux of every register in one cycle
+CSR_READ_LATENCY = 2
+CSR_READ_GROUP = 8
 
 #: value of the read-only ID register: ASCII "RNNP"
 ID_MAGIC = 0x524E4E50

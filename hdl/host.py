@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.config import Config
-from hdl.csr import FLAG_BITS, ID_MAGIC, counter_names, csr_map
+from hdl.csr import CSR_READ_GROUP, FLAG_BITS, ID_MAGIC, counter_names, csr_map
 from hdl.scheduler import run_request
 
 __all__ = ["Host"]
@@ -13,7 +13,9 @@ __all__ = ["Host"]
 
 class Host(wiring.Component):
     """CSR bank. A write takes effect at the clock edge where ``csr_we`` is high; ``csr_rdata`` holds the
-    register addressed in the previous cycle (one-cycle read latency). Unknown addresses read 0.
+    register addressed ``CSR_READ_LATENCY`` (2) cycles earlier, as it was in that cycle (before that
+    cycle's write lands). Unknown addresses read 0. The read is two registered stages: the addressed
+    register of each group of ``CSR_READ_GROUP`` consecutive registers, then the addressed group.
 
     Members
     -------
@@ -80,25 +82,45 @@ class Host(wiring.Component):
             ro[f"{name}_LO"], ro[f"{name}_HI"] = value[:32], value[32:]
 
         m.d.sync += self.lut_we.eq(0)
+        values = {}                              # offset → what a read returns
         with m.Switch(self.csr_addr):
             for reg in self._map:
                 with m.Case(reg.offset):
                     if reg.name in rw:
-                        m.d.sync += self.csr_rdata.eq(rw[reg.name])
+                        values[reg.offset] = rw[reg.name]
                         with m.If(self.csr_we):
                             m.d.sync += rw[reg.name].eq(self.csr_wdata)
                     elif reg.name in ro:
-                        m.d.sync += self.csr_rdata.eq(ro[reg.name])
+                        values[reg.offset] = ro[reg.name]
                     elif reg.name == "CTRL":
                         # combinational, so STATUS leaves "done" at the very edge the write lands
-                        m.d.sync += self.csr_rdata.eq(0)
                         m.d.comb += self.start.eq(self.csr_we & self.csr_wdata[0])
                     elif reg.name == "LUT":
-                        m.d.sync += [self.csr_rdata.eq(0), self.lut_we.eq(self.csr_we),
+                        m.d.sync += [self.lut_we.eq(self.csr_we),
                                      self.lut_addr.eq(self.csr_wdata[8:16]), self.lut_data.eq(self.csr_wdata[:8]),
                                      self.lut_subset.eq(self.csr_wdata[16:21])]
                     else:
                         raise AssertionError(f"CSR {reg.name} has no implementation")
+
+        # reads: stage 1 registers the addressed member of every group and the group index, stage 2 the group
+        g = CSR_READ_GROUP
+        assert g & (g - 1) == 0, "CSR_READ_GROUP must be a power of two"
+        low = self.csr_addr[:(g - 1).bit_length()]
+        groups = [Signal(32, name=f"read_group{n}") for n in range(-(-len(self._map) // g))]
+        group_sel = Signal(len(self.csr_addr) - len(low))
+        m.d.sync += group_sel.eq(self.csr_addr[len(low):])
+        for n, group in enumerate(groups):
+            with m.Switch(low):
+                for i in range(g):
+                    if n * g + i in values:
+                        with m.Case(i):
+                            m.d.sync += group.eq(values[n * g + i])
+                with m.Default():
+                    m.d.sync += group.eq(0)
+        with m.Switch(group_sel):
+            for n, group in enumerate(groups):
+                with m.Case(n):
+                    m.d.sync += self.csr_rdata.eq(group)
             with m.Default():
                 m.d.sync += self.csr_rdata.eq(0)
         return m

@@ -31,7 +31,7 @@ class Top(wiring.Component):
 
     Members
     -------
-    csr_addr, csr_wdata, csr_we, csr_rdata : CSR bus (read data one cycle after the address).
+    csr_addr, csr_wdata, csr_we, csr_rdata : CSR bus (read data ``CSR_READ_LATENCY`` cycles after the address).
     host_mem : memory client port (``hdl.memory.MemClient``: requests into a queue, read data ``mem_latency``
         cycles after the grant, at the earliest ``mem_latency + 1`` after acceptance).
     done, busy : status, also readable in STATUS.

@@ -15,6 +15,7 @@ from amaranth.lib import data
 
 from hdl.config import Config
 from hdl.csr import (
+    CSR_READ_LATENCY,
     FLAG_BITS,
     ID_MAGIC,
     STATUS_BITS,
@@ -115,7 +116,8 @@ def csr_markdown(cfg: Config) -> str:
         "",
         "The CSR bus is word-addressed: `csr_addr` is the register index below (a 32-bit memory-mapped "
         "wrapper puts register *n* at byte offset 4·*n*). A write lands at the rising edge where `csr_we` is "
-        "high; `csr_rdata` holds the register addressed in the previous cycle. Unknown indices read 0. "
+        f"high; `csr_rdata` holds the register addressed {CSR_READ_LATENCY} cycles earlier, as it was in that "
+        "cycle (the read is two registered stages). Unknown indices read 0. "
         "`rst` is synchronous and active high.",
         "",
         "## Build",
@@ -164,7 +166,8 @@ def csr_header(cfg: Config) -> str:
              " * Register values are word indices on the CSR bus (csr_addr); a 32-bit memory-mapped wrapper puts",
              f" * register n at byte offset 4 * n ({PREFIX}_CSR_BYTE_OFFSET). */",
              f"#ifndef {guard}", f"#define {guard}", "",
-             f"#define {PREFIX}_ID_MAGIC 0x{ID_MAGIC:08X}u", f"#define {PREFIX}_CSR_BYTE_OFFSET(reg) (4u * (reg))", "",
+             f"#define {PREFIX}_ID_MAGIC 0x{ID_MAGIC:08X}u", f"#define {PREFIX}_CSR_BYTE_OFFSET(reg) (4u * (reg))",
+             f"#define {PREFIX}_CSR_READ_LATENCY {CSR_READ_LATENCY}u  /* cycles from address to csr_rdata */", "",
              "/* build parameters */"]
     lines += [f"#define {PREFIX}_{name} {value}u" for name, value in _build_values(cfg)]
     lines += ["", "/* registers */"]

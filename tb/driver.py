@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, with_timeout
 
 from hdl.config import Config
-from hdl.csr import FLAG_BITS, STATUS_BITS, STATUS_ERROR_SHIFT, counter_names, csr_map, memory_clients
+from hdl.csr import CSR_READ_LATENCY, FLAG_BITS, STATUS_BITS, STATUS_ERROR_SHIFT, counter_names, csr_map, memory_clients
 from hdl.memory import MemRequest
 from hdl.subset import mem_tag_width
 
@@ -72,7 +72,8 @@ class HostDriver:
         dut = self.dut
         await FallingEdge(dut.clk)
         dut.csr_addr.value = self.regs[name]
-        await FallingEdge(dut.clk)
+        for _ in range(CSR_READ_LATENCY):
+            await FallingEdge(dut.clk)
         return int(dut.csr_rdata.value)
 
     async def read64(self, name: str) -> int:
