@@ -320,7 +320,9 @@ class Scheduler(wiring.Component):
         exhausted = Signal(S)
         G = cfg.group_size
         conv_step = Signal(STEP_BITS + 1)
-        entering_run = phase_end & loading_bias
+        # the per-subset counters take their first values all through the load phases (params are stable
+        # from LOAD_A on), so entering RUN, decided by the last word's arrival, sets nothing but the phase
+        preparing = loading_a | loading_bias
         has_rows = Signal(S)                     # conventional: subset s owns at least one row block
         m.d.comb += has_rows.eq(Cat(p.row_blocks > s * K for s in range(S)))
         for s in range(S):
@@ -352,7 +354,7 @@ class Scheduler(wiring.Component):
             m.d.comb += [out.valid.eq((phase == Phase.RUN) & ~exhausted[s] & fresh),
                          out.payload.step.eq(Mux(p.conventional, conv_step, n)), out.payload.column_block.eq(j)]
             m.d.sync += [fresh.eq(~handoff), *(flag.eq(now) for flag, now, _ in flags)]
-            with m.If(entering_run):
+            with m.If(preparing):
                 set_j(0, 1)
                 set_n(Mux(p.stacked, 1, s + 1), Mux(p.stacked, 1 + S, s + 1 + S))
                 m.d.sync += [g0.eq(0), g0G.eq(G), fresh.eq(1),
@@ -392,7 +394,7 @@ class Scheduler(wiring.Component):
                 m.d.sync += [phase.eq(Phase.ERROR), self.error.eq(Error.WATCHDOG)]
 
         settled = (phase == Phase.RUN) & exhausted.all() & self.subsets_idle.all() & ~self.mem_busy
-        with m.If(entering_run):
+        with m.If(preparing):
             m.d.sync += conv_step.eq(1)
         with m.If(settled & p.conventional & (conv_step != p.steps)):
             m.d.sync += [conv_step.eq(conv_step + 1), exhausted.eq(~has_rows)]

@@ -217,6 +217,10 @@ class Subset(wiring.Component):
         f_k = Signal.like(p.k_blocks)
         f_w = Signal(range(W))
         ring_left = Signal(range(cfg.max_row_blocks * W + 1))
+        ring_nz, ring_one = Signal(), Signal()   # ring_left != 0, == 1, registered beside it
+
+        def set_ring(words):                 # ``words`` ring words to take in this fill
+            return [ring_left.eq(words), ring_nz.eq(words != 0), ring_one.eq(words == 1)]
         unwritten = Signal(range(KW + 1))    # buffer words this item's fill has still to write
         uw_zero, uw_one = Signal(), Signal()  # unwritten == 0, == 1, registered beside it
         a_left = Signal()                    # conventional: A tiles of this item still to arrive
@@ -281,7 +285,7 @@ class Subset(wiring.Component):
             m.d.sync += [
                 f_out_base.eq(p.base_out + t_out + pch + first_row0),
                 f_addr.eq(h_addr), f_h_addr.eq(h_addr), f_x_addr.eq(x_addr), f_k.eq(0), f_w.eq(0),
-                *set_rows(p.row_blocks), f_row0.eq(0), ring_left.eq(0),
+                *set_rows(p.row_blocks), f_row0.eq(0), *set_ring(0),
                 a_left.eq(conv),
                 fill_state.eq(FillState.FILL),
                 # stacked, step > 1: h_{t-1} stays in the loop RAM, only x enters the buffer
@@ -293,10 +297,10 @@ class Subset(wiring.Component):
                 m.d.sync += f_phase.eq(FetchPhase.H0)
             with m.Else():
                 m.d.sync += [f_phase.eq(x_phase), f_addr.eq(x_addr), *set_rows(p.input_blocks),
-                             f_row0.eq(p.row_blocks), ring_left.eq(Mux(stacked, 0, p.row_blocks * W))]
+                             f_row0.eq(p.row_blocks), *set_ring(Mux(stacked, 0, p.row_blocks * W))]
             if s_idx > 0:
                 with m.If(stacked):          # x_t of layer s, every step: layer s-1's h_t over the ring
-                    m.d.sync += ring_left.eq(p.row_blocks * W)
+                    m.d.sync += set_ring(p.row_blocks * W)
         with m.If(self.tile_done):
             m.d.sync += a_left.eq(0)
 
@@ -349,7 +353,7 @@ class Subset(wiring.Component):
 
         # buffer writes: memory responses first (they cannot wait), ring words when the port is free
         ring = self.ring_in.payload
-        m.d.comb += self.ring_in.ready.eq((fill_state == FillState.FILL) & (ring_left != 0)
+        m.d.comb += self.ring_in.ready.eq((fill_state == FillState.FILL) & ring_nz
                                           & ~self.fetch.resp_valid)
         with m.If(self.fetch.resp_valid):
             m.d.comb += [buf_wr.addr.eq(resp_tag.addr), buf_wr.data.eq(self.fetch.resp_data)]
@@ -360,7 +364,7 @@ class Subset(wiring.Component):
                          buf_wr.data.eq(ring.data)]
         m.d.comb += buf_wr.en.eq(do_write)
         with m.If(do_ring):
-            m.d.sync += ring_left.eq(ring_left - 1)
+            m.d.sync += [ring_left.eq(ring_left - 1), ring_nz.eq(~ring_one), ring_one.eq(ring_left == 2)]
         with m.If(do_write):
             m.d.sync += [unwritten.eq(unwritten - 1), uw_one.eq(unwritten == 2), uw_zero.eq(uw_one)]
         with m.If(filled):
@@ -523,6 +527,7 @@ class Subset(wiring.Component):
         head = data.View(_out_entry(cfg), outq.r_data)
         item = inflight_r.item
         oc = Signal(range(K))
+        oc_last = Signal(init=K == 1)        # oc == K - 1, registered beside it
         sent_ring, sent_mem = Signal(), Signal()
         # the group's first row block and its offset from the item's out_base (first row block of its
         # first round included there), kept as they go: one group is K row blocks of one column, the next
@@ -549,7 +554,7 @@ class Subset(wiring.Component):
         ring_ok = ~to_ring | sent_ring | self.ring_out.ready
         mem_ok = ~to_mem | sent_mem | self.store.req.ready
         word_done = have & (~present | (ring_ok & mem_ok))
-        group_done = word_done & (oc == K - 1)
+        group_done = word_done & oc_last
         trace_now = group_done & head.last_item
 
         if loop is not None:                 # stacked: h_t of this layer, for its step t + 1
@@ -557,9 +562,9 @@ class Subset(wiring.Component):
                          loop.addr.eq(Cat(head.w, row_block[:rb_bits], item.column_block[:cb_bits], item.step[0])),
                          loop.data.eq(head.words[oc])]
         with m.If(word_done):
-            m.d.sync += [sent_ring.eq(0), sent_mem.eq(0), oc.eq(oc + 1)]
-            with m.If(oc == K - 1):
-                m.d.sync += oc.eq(0)
+            m.d.sync += [sent_ring.eq(0), sent_mem.eq(0), oc.eq(oc + 1), oc_last.eq(oc == K - 2 if K > 1 else 1)]
+            with m.If(oc_last):
+                m.d.sync += [oc.eq(0), oc_last.eq(K == 1)]
         with m.Else():
             with m.If(self.ring_out.valid & self.ring_out.ready):
                 m.d.sync += sent_ring.eq(1)

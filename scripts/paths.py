@@ -47,7 +47,7 @@ def _registered_dsp(cell) -> bool:
                for k, v in cell.get("parameters", {}).items() if k.startswith("REG_OUTPUT"))
 
 
-def analyse(path, budget, route, top):
+def analyse(path, budget, route, top, show=None):
     nl = Netlist(Path(path))
     names = {}
     for n, v in nl.module["netnames"].items():
@@ -120,7 +120,9 @@ def analyse(path, budget, route, top):
         while via.get(start) is not None:
             start = via[start]
         print(f"{a:6.2f} {count:5d}  {key[:90]}  <- {_net(names, start)[:60]}")
-    for a, cn, p, b in ends[:3]:
+    shown = ends[:3] if show is None else [
+        next(e for e in ends if re.search(show, _signal_name(cells[e[1]], e[2], names) or e[1]))]
+    for a, cn, p, b in shown:
         print(f"\nworst path to {cn}.{p} ({a:.2f} ns):")
         chain, n = [], b
         while n is not None:
@@ -199,5 +201,7 @@ if __name__ == "__main__":
     ap.add_argument("--budget", type=float, default=1000 / 150)
     ap.add_argument("--route", type=float, default=0.7)
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--show", metavar="REGEX", help="print the worst path to the first endpoint matching REGEX "
+                    "(default: the three worst paths)")
     a = ap.parse_args()
-    analyse(a.json, a.budget, a.route, a.top)
+    analyse(a.json, a.budget, a.route, a.top, a.show)
