@@ -19,8 +19,8 @@ __all__ = ["Subset", "mem_tag_width", "SETUP_CYCLES"]
 OUT_DEPTH = 4
 #: work items that may be between compute start and their last output word
 INFLIGHT_DEPTH = 8
-#: cycles a fill spends in SETUP: the item's address products (registered, DSP-sized), then their sums
-SETUP_CYCLES = 2
+#: cycles a fill spends in SETUP: the item's address products (registered, DSP-sized), partial sums, the addresses
+SETUP_CYCLES = 3
 
 
 def mem_tag_width(cfg: Config) -> int:
@@ -226,7 +226,7 @@ class Subset(wiring.Component):
         a_left = Signal()                    # conventional: A tiles of this item still to arrive
         f_out_base = Signal(cfg.mem_addr_bits)   # where the item's output words begin (see the output side)
         f_sm1 = Signal(cfg.mem_addr_bits)    # step - 1, as far as addresses need it
-        setup_sums = Signal()                # the second SETUP cycle
+        setup_n = Signal(range(SETUP_CYCLES))    # the SETUP cycle (see the address sums below)
         f_last = Signal()                    # the item is of the last step (compared once, in SETUP)
 
         # this subset's input row blocks: R + Ri, or R + R for a stacked layer s ≥ 1 (its x is h of layer s-1)
@@ -248,9 +248,10 @@ class Subset(wiring.Component):
         m.d.comb += self.items.ready.eq(do_take)
         with m.If(do_take):
             m.d.sync += [f_step.eq(self.items.payload.step), f_cb.eq(self.items.payload.column_block),
-                         f_sm1.eq(self.items.payload.step - 1), fill_state.eq(FillState.SETUP), setup_sums.eq(0)]
+                         f_sm1.eq(self.items.payload.step - 1), fill_state.eq(FillState.SETUP), setup_n.eq(0)]
 
-        first_step = f_step == 1
+        first_step = Signal()                # f_step == 1, registered in SETUP's first cycle
+        m.d.sync += first_step.eq(f_step == 1)
         x_phase = Mux(p.input_blocks != 0, FetchPhase.X, FetchPhase.NONE)
         if s_idx > 0:                        # a stacked layer s ≥ 1 takes its x from the ring
             x_phase = Mux(stacked, FetchPhase.NONE, x_phase)
@@ -260,7 +261,8 @@ class Subset(wiring.Component):
         a_first, a_stride, a_next = (Signal(cfg.mem_addr_bits, name=n) for n in ("a_first", "a_stride", "a_next"))
         m.d.sync += [a_first.eq(p.base_a + (s_idx * K * T) * p.k_blocks),
                      a_stride.eq((cfg.subsets * K * T) * p.k_blocks)]
-        # SETUP, first cycle: the item's products, each one multiplier with registers on both sides
+        # SETUP, first cycle: the item's products, each one multiplier with registers on both sides; second
+        # cycle: partial sums, third: the addresses — one carry chain a cycle
         #   x rows at base_x + ((step-1)·Bp + cb·W)·Ri = base_x + (step-1)·x_words + (cb·Ri)·W
         #   h rows at h0_base + (cb·R)·W (step 1), or in conventional mode at base_out + slot(step-1)·Bp·R + (cb·R)·W
         #   output words at base_out + slot(step)·Bp·R + (cb·R)·W + first row block, where slot(n), the step slot of
@@ -271,19 +273,28 @@ class Subset(wiring.Component):
         pcx, pch = Signal(cfg.mem_addr_bits), Signal(cfg.mem_addr_bits)
         m.d.sync += [px.eq(f_sm1 * p.x_words), ph.eq(f_sm1 * p.h0_words),
                      pcx.eq((f_cb * p.input_blocks) << log_w), pch.eq((f_cb * p.row_blocks) << log_w)]
+        # slot(step) = step - 1 (all steps), (step - 1) mod 2 (conventional last-only), else 0; slot(step - 1)
+        # the same one step back. Partial sums (from the products and per-run registers):
+        #   h rows: h0_base + pch (step 1), else base_out + pch + (ph - h0_words, or h0_words / 0 by parity)
+        #   x rows: base_x + px, then + pcx; output: base_out + t_out, then + pch + first row block
+        h_first, h_rest, ph_back, x_part, out_part = (Signal(cfg.mem_addr_bits, name=n) for n in
+                                                      ("h_first", "h_rest", "ph_back", "x_part", "out_part"))
+        out_off = Signal(cfg.mem_addr_bits)
+        first_row0 = Mux(conv, s_idx * K, 0)
+        m.d.sync += [
+            h_first.eq(h0_base + pch), h_rest.eq(p.base_out + pch), x_part.eq(p.base_x + px),
+            ph_back.eq(Mux(p.all_steps, ph - p.h0_words, Mux(conv & ~f_sm1[0], p.h0_words, 0))),
+            out_part.eq(p.base_out + Mux(p.all_steps, ph, Mux(conv & f_sm1[0], p.h0_words, 0))),
+            out_off.eq(pch + first_row0),
+        ]
         with m.If(fill_state == FillState.SETUP):
-            m.d.sync += [setup_sums.eq(1), f_last.eq(f_step == p.steps)]
-        with m.If((fill_state == FillState.SETUP) & setup_sums):
-            # SETUP, second cycle: the sums. slot(step) = step - 1 (all steps), (step - 1) mod 2 (conventional
-            # last-only), else 0; slot(step - 1) the same one step back
-            t_out = Mux(p.all_steps, ph, Mux(conv & f_sm1[0], p.h0_words, 0))
-            t_in = Mux(p.all_steps, ph - p.h0_words, Mux(conv & ~f_sm1[0], p.h0_words, 0))
-            h_addr = Mux(first_step, h0_base, p.base_out + t_in) + pch
-            x_addr = p.base_x + px + pcx
-            first_row0 = Mux(conv, s_idx * K, 0)
+            m.d.sync += [setup_n.eq(setup_n + 1), f_last.eq(f_step == p.steps)]
+        with m.If((fill_state == FillState.SETUP) & (setup_n == SETUP_CYCLES - 1)):
+            h_addr = Mux(first_step, h_first, h_rest + ph_back)
+            x_addr = x_part + pcx
             target = Mux(stacked & ~first_step, x_rows, kb) * W
             m.d.sync += [
-                f_out_base.eq(p.base_out + t_out + pch + first_row0),
+                f_out_base.eq(out_part + out_off),
                 f_addr.eq(h_addr), f_h_addr.eq(h_addr), f_x_addr.eq(x_addr), f_k.eq(0), f_w.eq(0),
                 *set_rows(p.row_blocks), f_row0.eq(0), *set_ring(0),
                 a_left.eq(conv),
