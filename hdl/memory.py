@@ -357,7 +357,7 @@ class GlobalMemory(wiring.Component):
             valid = Signal(name=f"b{b}_valid1")
             client = Signal(n, name=f"b{b}_client1")
             tag = Signal(self._tag_width, name=f"b{b}_tag1", reset_less=True)
-            m.d.sync += [valid.eq(bank_read), client.eq(Mux(g_write, 0, pick)), tag.eq(g_tag)]
+            m.d.sync += [valid.eq(bank_read), client.eq(pick), tag.eq(g_tag)]
             in_flight.append(valid)
             if cfg.mem_latency >= 2:
                 a_write = Signal(name=f"b{b}_write1")
@@ -398,8 +398,8 @@ class GlobalMemory(wiring.Component):
         # A client is granted at most once per cycle and latency is fixed, so at most one bank
         # delivers to it in any cycle.
         for c, port in enumerate(self.clients):
-            for _valid, client, tag, word in delivered:
-                with m.If(client[c]):
+            for valid, client, tag, word in delivered:
+                with m.If(valid & client[c]):
                     m.d.comb += [port.resp_valid.eq(1), port.resp_data.eq(word), port.resp_tag.eq(tag)]
 
         m.d.comb += self.busy.eq(Cat(*queued, *in_flight).any())
