@@ -1,5 +1,7 @@
 """Scheduler: checks the run, loads the weights once, dispatches work items, raises done or error."""
 
+import functools
+
 from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -9,9 +11,9 @@ from hdl.config import Config
 from hdl.cu import tile_layout
 from hdl.memory import MemClient
 from hdl.params import STEP_BITS, run_params, work_item
-from hdl.subset import mem_tag_width
+from hdl.subset import SETUP_CYCLES, mem_tag_width
 
-__all__ = ["Scheduler", "Error", "Phase", "run_request", "CHECK_CYCLES"]
+__all__ = ["Scheduler", "Error", "Phase", "run_request", "CHECK_CYCLES", "HANDOFF_GAP"]
 
 
 class Error(enum.IntEnum, shape=8):
@@ -30,6 +32,9 @@ class Error(enum.IntEnum, shape=8):
 
 #: cycles of the CHECK phase (registered stages; see ``Scheduler.elaborate``)
 CHECK_CYCLES = 7
+#: cycles after a hand-off in which that subset is offered no item (its counters and flags settle)
+HANDOFF_GAP = 2
+assert SETUP_CYCLES > HANDOFF_GAP, "a subset could take items faster than the hand-off offers them"
 
 
 class Phase(enum.Enum, shape=3):
@@ -329,13 +334,15 @@ class Scheduler(wiring.Component):
             g0 = Signal(range(cfg.max_col_blocks + G + 1), name=f"g0_{s}")
             n = Signal(STEP_BITS + 1, name=f"step_{s}")
             j = Signal(range(cfg.max_col_blocks + G + 1), name=f"cb_{s}")
-            # j + 1, g0 + G and n + S kept beside them, and every compare the hand-off needs registered from
-            # them: an item is offered from the second cycle after the previous hand-off (``fresh``), when the
-            # compares have caught up — a subset takes one at most every third cycle anyway (take, SETUP)
+            # j + 1, g0 + G and n + S kept beside them, every compare the hand-off needs registered from them,
+            # and from those the values a hand-off moves to, registered too: an item is offered again after
+            # HANDOFF_GAP cycles (``fresh``), when they have caught up — a subset takes one at most every
+            # SETUP_CYCLES + 1 cycles anyway (take, SETUP, FILL)
             j1 = Signal(range(cfg.max_col_blocks + G + 2), name=f"cb1_{s}")
             g0G = Signal(range(cfg.max_col_blocks + 2 * G + 1), name=f"g0G_{s}")
             nS = Signal(STEP_BITS + 2, name=f"stepS_{s}")
-            fresh = Signal(name=f"fresh_{s}")
+            settle = [Signal(name=f"settle{i}_{s}") for i in range(HANDOFF_GAP)]   # no hand-off for i + 1 cycles
+            fresh = settle[-1]
             row_end, group_end = Signal(name=f"row_end_{s}"), Signal(name=f"group_end_{s}")
             more_steps, last_group, last_step = (Signal(name=f"{x}_{s}") for x in ("more_steps", "last_group",
                                                                                     "last_step"))
@@ -344,44 +351,55 @@ class Scheduler(wiring.Component):
                      (last_group, g0G >= p.col_blocks, G >= p.col_blocks), (last_step, n == p.steps, 1 == p.steps)]
             out = self.items[s]
             handoff = out.valid & out.ready
+            # what a hand-off sets (j, j + 1, n, n + S, g0, g0 + G; whether exhausted is set, and to what)
+            nxt = [Signal.like(v, name=f"{v.name}_next") for v in (j, j1, n, nS, g0, g0G)]
+            ends, ends_to = Signal(name=f"ends_{s}"), Signal(name=f"ends_to_{s}")
 
-            def set_j(value, plus_one, j=j, j1=j1):
-                m.d.sync += [j.eq(value), j1.eq(plus_one)]
+            def set_j(value, plus_one, sig=(j, j1)):
+                m.d.sync += [sig[0].eq(value), sig[1].eq(plus_one)]
 
-            def set_n(value, plus_s, n=n, nS=nS):
-                m.d.sync += [n.eq(value), nS.eq(plus_s)]
+            def set_n(value, plus_s, sig=(n, nS)):
+                m.d.sync += [sig[0].eq(value), sig[1].eq(plus_s)]
 
             m.d.comb += [out.valid.eq((phase == Phase.RUN) & ~exhausted[s] & fresh),
                          out.payload.step.eq(Mux(p.conventional, conv_step, n)), out.payload.column_block.eq(j)]
-            m.d.sync += [fresh.eq(~handoff), *(flag.eq(now) for flag, now, _ in flags)]
+            m.d.sync += [settle[0].eq(~handoff),
+                         *(b.eq(a & ~handoff) for a, b in zip(settle, settle[1:], strict=False)),
+                         *(flag.eq(now) for flag, now, _ in flags)]
             with m.If(preparing):
                 set_j(0, 1)
                 set_n(Mux(p.stacked, 1, s + 1), Mux(p.stacked, 1 + S, s + 1 + S))
-                m.d.sync += [g0.eq(0), g0G.eq(G), fresh.eq(1),
+                m.d.sync += [g0.eq(0), g0G.eq(G), *(x.eq(1) for x in settle),
                              *(flag.eq(first) for flag, _, first in flags),
                              exhausted[s].eq(Mux(p.conventional, ~has_rows[s],
                                                  Mux(p.stacked, p.layers <= s, s + 1 > p.steps)))]
+            m.d.sync += [x.eq(v) for x, v in zip(nxt, (j, j1, n, nS, g0, g0G), strict=True)]
+            m.d.sync += ends.eq(0)
+            set_jn = (functools.partial(set_j, sig=nxt[0:2]), functools.partial(set_n, sig=nxt[2:4]))
+            with m.If(p.conventional):
+                set_jn[0](j1, j1 + 1)
+                with m.If(row_end):
+                    set_jn[0](0, 1)
+                    m.d.sync += [ends.eq(1), ends_to.eq(1)]
+            with m.Elif(p.stacked):             # every column block of step n, then step n + 1
+                set_jn[0](j1, j1 + 1)
+                with m.If(row_end):
+                    set_jn[0](0, 1)
+                    set_jn[1](n + 1, nS + 1)
+                    m.d.sync += [ends.eq(1), ends_to.eq(last_step)]
+            with m.Elif(~row_end & ~group_end):
+                set_jn[0](j1, j1 + 1)
+            with m.Elif(more_steps):
+                set_jn[0](g0, g0 + 1)
+                set_jn[1](nS, nS + S)
+            with m.Else():
+                set_jn[0](g0G, g0G + 1)
+                set_jn[1](s + 1, s + 1 + S)
+                m.d.sync += [nxt[4].eq(g0G), nxt[5].eq(g0G + G), ends.eq(1), ends_to.eq(last_group)]
             with m.If(handoff):
-                with m.If(p.conventional):
-                    set_j(j1, j1 + 1)
-                    with m.If(row_end):
-                        set_j(0, 1)
-                        m.d.sync += exhausted[s].eq(1)
-                with m.Elif(p.stacked):         # every column block of step n, then step n + 1
-                    set_j(j1, j1 + 1)
-                    with m.If(row_end):
-                        set_j(0, 1)
-                        set_n(n + 1, nS + 1)
-                        m.d.sync += exhausted[s].eq(last_step)
-                with m.Elif(~row_end & ~group_end):
-                    set_j(j1, j1 + 1)
-                with m.Elif(more_steps):
-                    set_j(g0, g0 + 1)
-                    set_n(nS, nS + S)
-                with m.Else():
-                    set_j(g0G, g0G + 1)
-                    set_n(s + 1, s + 1 + S)
-                    m.d.sync += [g0.eq(g0G), g0G.eq(g0G + G), exhausted[s].eq(last_group)]
+                m.d.sync += [v.eq(x) for v, x in zip((j, j1, n, nS, g0, g0G), nxt, strict=True)]
+                with m.If(ends):
+                    m.d.sync += exhausted[s].eq(ends_to)
 
         # ---- watchdog: a run that stops progressing ends in ERROR, never in a hang -------------------
         starved = Signal(range(cfg.watchdog_cycles + 1))

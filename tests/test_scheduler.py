@@ -20,7 +20,7 @@ from blocksim import simulate
 
 from hdl.config import Config, ceil_div
 from hdl.order import subset_items
-from hdl.scheduler import CHECK_CYCLES, Error, Phase, Scheduler, run_request
+from hdl.scheduler import CHECK_CYCLES, HANDOFF_GAP, Error, Phase, Scheduler, run_request
 from sim.layout import plan
 from sim.workload import random_workload
 
@@ -116,7 +116,7 @@ class Bench:
         due = deque()                  # (cycle, word) of granted reads
         held = [None] * S              # payload offered without ready: must stay until taken
         idle_in = None                 # cycles until subsets_idle goes high, once the items are out
-        was_valid = False              # an item was offered in the cycle before (a hand-off leaves one cycle out)
+        quiet = 0                      # cycles since an item was last offered (a hand-off leaves HANDOFF_GAP out)
         busy_in = 0
         after = None
         done_allowed = False
@@ -185,9 +185,9 @@ class Bench:
                     held[s] = item
 
             # idle a few cycles after the last item; the memory may still look busy for a while
-            if phase is Phase.RUN and not any_valid and not was_valid and idle_in is None:
+            quiet = 0 if any_valid else quiet + 1
+            if phase is Phase.RUN and quiet > HANDOFF_GAP and idle_in is None:
                 idle_in, busy_in = rng.randrange(4), rng.randrange(4)
-            was_valid = any_valid
             idle = idle_in is not None and idle_in <= 0
             busy = idle_in is not None and busy_in > 0
             ctx.set(dut.subsets_idle, (1 << S) - 1 if idle else 0)
