@@ -44,7 +44,8 @@ class Config:
     fifo_depth : depth of each ring FIFO, in memory words (one word = one T-value column of a C tile).
     mem_words : size of the global memory, in words of T bytes (a power of two).
     mem_bandwidth : words per cycle the global memory serves (its number of ports).
-    mem_latency : cycles from a read's grant to its data (≥ 1). This is the one definition: a request is
+    mem_latency : cycles from a read's grant to its data (≥ 2: the grant is registered, the bank is read
+        the cycle after and its read register is the second stage). This is the one definition: a request is
         granted at the earliest the cycle after the memory accepted it into its port's request queue
         (``hdl/memory.py``), so a read answers at the earliest ``mem_latency + 1`` cycles after acceptance.
     acc_width : width the accumulator saturates to before requantization (sticky overflow flag).
@@ -92,7 +93,7 @@ class Config:
         need("mem_words", lambda v: _is_pow2(v) and 64 <= v <= 1 << 18,
              "a power of two from 64 to 262144")
         need("mem_bandwidth", lambda v: 1 <= v <= 8, "an integer from 1 to 8 (words per cycle)")
-        need("mem_latency", lambda v: 1 <= v <= 64, "an integer from 1 to 64 (cycles)")
+        need("mem_latency", lambda v: 2 <= v <= 64, "an integer from 2 to 64 (cycles)")
         need("acc_width", lambda v: 16 <= v <= 48, "an integer from 16 to 48 (bits)")
         need("trace_depth", lambda v: _is_pow2(v) and 16 <= v <= 65536, "a power of two from 16 to 65536")
         need("watchdog_cycles", lambda v: 256 <= v <= 1 << 24, "an integer from 256 to 16777216 (cycles)")

@@ -24,8 +24,9 @@ __all__ = ["MemRequest", "MemClient", "GlobalMemory", "bank_split", "QUEUE_DEPTH
 
 #: Width of every read/write counter.
 COUNTER_BITS = 48
-#: Requests each client port's queue holds (two: one request per cycle, back to back, with a registered ready).
-QUEUE_DEPTH = 2
+#: Requests each client port's queue holds (three: one request per cycle, back to back, with a registered
+#: ready and a head that leaves the cycle after its registered grant).
+QUEUE_DEPTH = 3
 
 
 def _check_tag_width(tag_width):
@@ -178,17 +179,20 @@ class _RoundRobin(wiring.Component):
         # when any masked requester asks, else the first requester from the bottom (no "any" before it)
         both = Signal(2 * n)
         m.d.comb += both.eq(Cat(self.requests & mask, self.requests))
-        first = both & (~both + 1)[:2 * n]
+        negated = (~both + 1)[:2 * n]
+        first = both & negated
         m.d.comb += self.onehot.eq(first[:n] | first[n:])
         m.d.comb += self.grant.eq(Cat(Cat(self.onehot[i] for i in range(n) if i >> bit & 1).any()
                                       for bit in range(max(1, (n - 1).bit_length())))[:len(self.grant)])
 
-        # the pointer moves past the granted requester: the mask keeps the requesters above it (all after
-        # the last one)
-        above = Signal(n)
-        m.d.comb += above.eq((~(Cat(0, self.onehot) - 1))[:n])
+        # the pointer moves past the granted requester: the mask keeps the requesters above it. From the
+        # same carry chain: x | -x sets every bit from the first set one up, so the half the grant came from
+        # (the low half when its top bit is set) shifted up by one is the mask. After the last requester the
+        # mask is empty, which grants as a full one does (the first requester from the bottom).
+        from_first = both | negated
+        low, high = from_first[:n], from_first[n:]
         with m.If(do_grant):
-            m.d.sync += mask.eq(Mux(above.any(), above, ones))
+            m.d.sync += mask.eq(Mux(low[n - 1], low << 1, high << 1)[:n])
         return m
 
 
@@ -204,10 +208,13 @@ class GlobalMemory(wiring.Component):
     entry 0). A request enters the queue in the cycle the client's ``valid`` meets ``ready``, and
     ``ready`` is "the queue is not full", straight from the queue's valid flags: it never depends on
     other clients, on the arbiters or on anything the client presents in the same cycle. Each bank's
-    round-robin arbiter grants one of the queue heads that address it per cycle (the heads' bank, row,
-    write flag, data and tag are registers, the bank worked out as the request entered) and pops it. A
-    head waiting for its bank is granted within ``n_clients`` cycles, whatever the others do. With two
-    entries a client keeps issuing one request per cycle while its heads are granted back to back.
+    round-robin arbiter grants one of the queue heads that address it per cycle (the heads' requests are
+    registers, the bank worked out as the request entered). The grant is registered: in the next cycle
+    the granted head goes to its bank and leaves its queue, and the arbiters see the entry behind it
+    instead. A head waiting for its bank is granted within ``n_clients`` cycles, whatever the others do.
+    With three entries a client keeps issuing one request per cycle while its heads are granted back to
+    back. The bank is accessed the cycle after the grant and its read register is stage 2, so
+    ``cfg.mem_latency`` is at least 2.
 
     Members
     -------
@@ -281,7 +288,9 @@ class GlobalMemory(wiring.Component):
         reqs = [client.req for client in self.clients]
 
         # ---- per-client request queues: entry 0 is the head; valid flags are a thermometer ------------
-        heads, requests, pops, queued = [], [], [], []
+        # A head granted in cycle t leaves its queue at the end of t + 1 (``pops``, from the registered
+        # grant); in t + 1 the arbiters see the entry behind it instead (``asks`` of entry 1).
+        heads, asks, pops, queued = [], [], [], []
         for c, req in enumerate(reqs):
             # the entries are reset-less (the valid flags say which hold a request): the reset reaches
             # control state only (DESIGN §4)
@@ -300,16 +309,17 @@ class GlobalMemory(wiring.Component):
             # an entry takes the next one up when the head leaves, else keeps its request; a free entry
             # (after the shift) takes the incoming request whether or not one is pushed (harmless: its
             # valid flag says)
-            next_head = Signal(self._entry(), name=f"q{c}_next_head")
+            nexts = []
             for i, entry in enumerate(entries):
                 above = entries[i + 1] if i + 1 < depth else None
-                nxt = Signal(self._entry(), name=f"q{c}_next{i}") if i else next_head
+                nxt = Signal(self._entry(), name=f"q{c}_next{i}")
                 m.d.comb += nxt.eq(entry)
                 with m.If(pop):
                     m.d.comb += nxt.eq(Mux(valid[i + 1], above, incoming) if above is not None else incoming)
                 with m.Elif(~valid[i]):
                     m.d.comb += nxt.eq(incoming)
                 m.d.sync += entry.eq(nxt)
+                nexts.append(nxt)
             count_up = Cat(C(1, 1), valid[:depth - 1])          # the thermometer one entry longer
             count_down = Cat(valid[1:], C(0, 1))                # … one entry shorter
             next_valid = Signal(depth, name=f"q{c}_next_valid")
@@ -319,62 +329,52 @@ class GlobalMemory(wiring.Component):
             with m.Elif(pop & ~push):
                 m.d.comb += next_valid.eq(count_down)
             m.d.sync += valid.eq(next_valid)
-            # the head's request to each bank, a register of its own (the arbiters' inputs, no logic)
-            asks = Signal(banks, name=f"q{c}_asks")
-            m.d.sync += asks.eq(Mux(next_valid[0], next_head.bank, 0))
-            requests.append(asks)
+            # the requests of the head and of the entry behind it to each bank, registers of their own
+            head_asks = [Signal(banks, name=f"q{c}_asks{i}") for i in range(min(depth, 2))]
+            for i, a in enumerate(head_asks):
+                m.d.sync += a.eq(Mux(next_valid[i], nexts[i].bank, 0))
+            asks.append(head_asks)
             heads.append(entries[0])
             pops.append(pop)
-            queued.append(valid[0])
+            # queued and not granted: while the head leaves, whatever is behind it
+            queued.append(Mux(pop, valid[1], valid[0]) if depth > 1 else valid[0] & ~pop)
 
-        # ---- per-bank arbiters over the queue heads -------------------------------------------------
+        # ---- per-bank arbiters over the queue heads; the grant is registered ------------------------
+        # A client whose head leaves in this cycle (granted in the last) asks with the entry behind it.
         onehots = []
         delivered = []          # the last stage of each bank's read pipeline: what is delivered this cycle
         in_flight = []
         for b in range(banks):
             arbiter = m.submodules[f"arbiter{b}"] = _RoundRobin(n)
-            m.d.comb += arbiter.requests.eq(Cat(requests[c][b] for c in range(n)))
+            m.d.comb += arbiter.requests.eq(Cat(
+                (Mux(pops[c], asks[c][1][b], asks[c][0][b]) if depth > 1 else asks[c][0][b] & ~pops[c])
+                for c in range(n)))
             onehots.append(arbiter.onehot)
-            # the granted head, selected by the one-hot grant (an AND-OR, no priority chain)
-            pick = arbiter.onehot
-            g_write = Cat(pick[c] & heads[c].write for c in range(n)).any()
+            # stage 1: the grant, registered; the granted head (still at the front of its queue) is selected
+            # by it with an AND-OR (no priority chain) and goes to the bank in this cycle
+            pick = Signal(n, name=f"b{b}_pick")
+            m.d.sync += pick.eq(arbiter.onehot)
+            g_write = _or_all(pick[c] & heads[c].write for c in range(n))
             g_row = Signal(range(self.bank_depth), name=f"b{b}_row")
             g_data = Signal(cfg.word_bits, name=f"b{b}_data")
             g_tag = Signal(self._tag_width, name=f"b{b}_tag")
             for sel, field in ((g_row, "row"), (g_data, "data"), (g_tag, "tag")):
                 m.d.comb += sel.eq(_or_all(Mux(pick[c], heads[c][field], 0) for c in range(n)))
-            bank_read = arbiter.valid & ~g_write
-            bank_write = arbiter.valid & g_write
 
             memory = m.submodules[f"bank{b}"] = Memory(shape=cfg.word_bits, depth=self.bank_depth, init=[])
             write_port = memory.write_port()
             read_port = memory.read_port()
-
-            # Stage 1 registers the grant. With mem_latency ≥ 2 the bank is accessed from those registers a
-            # cycle after the grant (a write then too, so a read granted later still sees it) and its data is
-            # stage 2; with mem_latency 1 the bank is accessed at the grant and its read register is stage 1.
-            # The read's client travels one-hot, so delivery is an AND-OR with no compare.
+            m.d.comb += [
+                write_port.en.eq(pick.any() & g_write), write_port.addr.eq(g_row), write_port.data.eq(g_data),
+                read_port.addr.eq(g_row),     # read every cycle: data nobody asked for is ignored
+            ]
+            # a read's client travels one-hot beside its valid flag, so delivery is an AND-OR with no compare;
+            # stage 2 is the bank's own read register
             valid = Signal(name=f"b{b}_valid1")
-            client = Signal(n, name=f"b{b}_client1")
-            tag = Signal(self._tag_width, name=f"b{b}_tag1", reset_less=True)
-            m.d.sync += [valid.eq(bank_read), client.eq(pick), tag.eq(g_tag)]
+            client, tag = pick, g_tag
+            m.d.comb += valid.eq(pick.any() & ~g_write)
             in_flight.append(valid)
-            if cfg.mem_latency >= 2:
-                a_write = Signal(name=f"b{b}_write1")
-                a_row = Signal(range(self.bank_depth), name=f"b{b}_row1", reset_less=True)
-                a_data = Signal(cfg.word_bits, name=f"b{b}_wdata1", reset_less=True)
-                m.d.sync += [a_write.eq(bank_write), a_row.eq(g_row), a_data.eq(g_data)]
-                m.d.comb += [
-                    write_port.en.eq(a_write), write_port.addr.eq(a_row), write_port.data.eq(a_data),
-                    read_port.addr.eq(a_row),     # read every cycle: data nobody asked for is ignored
-                ]
-                word = None
-            else:
-                m.d.comb += [
-                    write_port.en.eq(bank_write), write_port.addr.eq(g_row), write_port.data.eq(g_data),
-                    read_port.addr.eq(g_row),
-                ]
-                word = read_port.data
+            word = None
             for stage in range(2, cfg.mem_latency + 1):
                 next_valid = Signal(name=f"b{b}_valid{stage}")
                 next_client = Signal(n, name=f"b{b}_client{stage}")
@@ -390,10 +390,10 @@ class GlobalMemory(wiring.Component):
                 in_flight.append(valid)
             delivered.append((valid, client, tag, word))
 
-        # a head is granted by at most one bank (its own), and leaves its queue
+        # a head is granted by at most one bank (its own); it leaves its queue the cycle after
         for c in range(n):
-            m.d.comb += pops[c].eq(Cat(onehot[c] for onehot in onehots).any())
-        m.d.comb += self.granted.eq(Cat(*pops))
+            m.d.sync += pops[c].eq(Cat(onehot[c] for onehot in onehots).any())
+        m.d.comb += self.granted.eq(Cat(Cat(onehot[c] for onehot in onehots).any() for c in range(n)))
 
         # A client is granted at most once per cycle and latency is fixed, so at most one bank
         # delivers to it in any cycle.
@@ -404,11 +404,9 @@ class GlobalMemory(wiring.Component):
 
         m.d.comb += self.busy.eq(Cat(*queued, *in_flight).any())
 
-        # counters: the grants of a cycle are registered and counted in the next (off the arbiter paths)
+        # counters: a grant is counted as its head leaves, the cycle after it (from registers only)
         for c in range(n):
-            did_read = Signal(name=f"did_read{c}")
-            did_write = Signal(name=f"did_write{c}")
-            m.d.sync += [did_read.eq(pops[c] & ~heads[c].write), did_write.eq(pops[c] & heads[c].write)]
+            did_read, did_write = pops[c] & ~heads[c].write, pops[c] & heads[c].write
             with m.If(self.clear):
                 m.d.sync += [self.reads[c].eq(0), self.writes[c].eq(0)]
             with m.Else():

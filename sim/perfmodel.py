@@ -50,7 +50,8 @@ nothing is fitted):
   other cycle. The receiver takes a word only while it fills that word's item.
 * **Memory** (``hdl/memory.py``): P = ``mem_bandwidth`` banks, word ``a`` in bank ``a mod P``; each
   client has one request port (one word a cycle) into a queue of ``QUEUE_DEPTH`` words: a word is
-  accepted in a cycle the queue held fewer at the cycle's start, and arbitrated from the next cycle on
+  accepted in a cycle the queue held fewer at the cycle's start (a word granted in the cycle before still
+  counted), and arbitrated from the next cycle on
   behind the client's earlier words; each bank grants one queue head a cycle, round robin over the
   clients in ``hdl.csr.memory_clients`` order; read data comes ``mem_latency`` cycles after the grant.
   Two forms: ``banks`` queues and arbitrates word by word on the addresses ``sim.layout.plan`` gives the
@@ -265,7 +266,8 @@ class _Request:
 class _BankedMemory:
     """``hdl/memory.py`` word by word. Each client has a request queue of ``QUEUE_DEPTH`` words: a word is
     accepted in cycle ``t`` when the queue held fewer than ``QUEUE_DEPTH`` words at the start of ``t``
-    (``ready`` is a register), and arbitrated from ``t + 1`` on, behind the client's earlier words. Word
+    (``ready`` is a register; a word granted in ``t - 1`` still holds its place in ``t``: the grant is
+    registered), and arbitrated from ``t + 1`` on, behind the client's earlier words. Word
     ``addr`` is in bank ``addr % P``; each bank grants one queue head a cycle, the first at or after its
     round-robin pointer, which then moves past it; clients are numbered as ``hdl.csr.memory_clients``.
     Cycle ``t`` is worked out at time ``t + 0.5``, after every process of cycle ``t`` has made its
@@ -279,6 +281,7 @@ class _BankedMemory:
         self._pointer = [0] * self._banks
         self._pending = {}          # client: its run of requests still presenting words
         self._queues = [deque() for _ in range(self._n)]    # per client: (run, address) accepted, not granted
+        self._leaving = (-1, ())    # (cycle, clients granted in it): a granted head holds its place a cycle more
         self._next = None
         self.arbitrated = -1
         self.last_grant = -1        # of any word: ``busy`` is low from the cycle after
@@ -305,8 +308,10 @@ class _BankedMemory:
             return                  # superseded by an earlier wake-up
         self._next = None
         P, n, pointer, pending, queues = self._banks, self._n, self._pointer, self._pending, self._queues
-        # ready, as registered at the start of the cycle
-        room = [c for c in pending if len(queues[c]) < QUEUE_DEPTH]
+        # ready, as registered at the start of the cycle (a head granted in the last cycle leaves in this one)
+        leaving = self._leaving[1] if self._leaving[0] == t - 1 else ()
+        room = [c for c in pending if len(queues[c]) + (c in leaving) < QUEUE_DEPTH]
+        granted = []
         by_bank = {}
         for c, q in enumerate(queues):
             if q:
@@ -316,6 +321,7 @@ class _BankedMemory:
             c = cs[0] if len(cs) == 1 else min(cs, key=lambda c: (c - p) % n)
             pointer[b] = (c + 1) % n
             rq, _ = queues[c].popleft()
+            granted.append(c)
             rq.grants.append(t)
             rq.queued -= 1
             self.last_grant = t
@@ -339,6 +345,7 @@ class _BankedMemory:
             else:
                 del pending[c]
                 self._k.resolve(rq.accepted, t)
+        self._leaving = (t, granted)
         self.arbitrated = t
         if any(queues):
             self._wake(t + 1)

@@ -26,7 +26,7 @@ POOL = [
            fifo_depth=4, mem_words=4096, mem_bandwidth=1, mem_latency=2, trace_depth=256,
            watchdog_cycles=512, stall_injection=True),
     Config(subsets=3, clusters=2, tile=4, column_width=2, max_hidden=16, max_input=8, max_batch=16,
-           fifo_depth=2, mem_words=4096, mem_bandwidth=3, mem_latency=1, trace_depth=256,
+           fifo_depth=2, mem_words=4096, mem_bandwidth=3, mem_latency=2, trace_depth=256,
            watchdog_cycles=1024, stall_injection=True),
 ]
 

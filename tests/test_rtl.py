@@ -21,7 +21,7 @@ from sim.workload import Workload, random_workload
 CONFIGS = {
     "s2k1t4": PRESETS["small"],
     "s3k2t4": Config(subsets=3, clusters=2, tile=4, column_width=2, max_hidden=16, max_input=8, max_batch=16,
-                     fifo_depth=2, mem_words=4096, mem_bandwidth=3, mem_latency=1, trace_depth=256),
+                     fifo_depth=2, mem_words=4096, mem_bandwidth=3, mem_latency=2, trace_depth=256),
     "s4k2t4": PRESETS["fig3"],
     "s2k2t8": Config(subsets=2, clusters=2, tile=8, column_width=4, max_hidden=32, max_input=16, max_batch=16,
                      fifo_depth=3, mem_words=4096, mem_bandwidth=2, mem_latency=3, trace_depth=256),

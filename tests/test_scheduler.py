@@ -311,7 +311,7 @@ LOAD_CONFIGS = {
     "t4k2": Config(subsets=2, clusters=2, tile=4, column_width=2, max_hidden=12, max_input=8, max_batch=8,
                    mem_words=512, mem_bandwidth=1, mem_latency=3),
     "t2k3": Config(subsets=1, clusters=3, tile=2, column_width=1, max_hidden=10, max_input=4, max_batch=4,
-                   mem_words=256, mem_latency=1),
+                   mem_words=256, mem_latency=2),
     "t8k1": Config(subsets=3, clusters=1, tile=8, column_width=4, max_hidden=16, max_input=8, max_batch=8,
                    mem_words=256, mem_latency=5),
 }
@@ -360,7 +360,7 @@ def test_load_without_bias_writes_zeros_and_reads_nothing_for_them():
 def test_item_streams_follow_the_group_order(subsets):
     S, W = subsets, 2
     cfg = Config(subsets=S, clusters=1, tile=2, column_width=W, max_hidden=2, max_input=0,
-                 max_batch=W * (2 * S + 1), fifo_depth=2, mem_words=512, mem_bandwidth=1, mem_latency=1)
+                 max_batch=W * (2 * S + 1), fifo_depth=2, mem_words=512, mem_bandwidth=1, mem_latency=2)
     bench = Bench(cfg, seed=S, grant=0.8, ready=0.5)
     rng = random.Random(S)
     reqs = []
