@@ -20,6 +20,7 @@ def big_workload(tmp_path):
     (["run", "--subsets", "0"], "--subsets"),
     (["run", "--subsets", "17"], "subsets must be an integer from 1 to 16, not 17"),
     (["run", "--tile", "3"], "tile must be one of 2, 4, 8, 16, not 3"),
+    (["run", "--mem-latency", "1"], "mem_latency must be an integer from 2 to 64 (cycles), not 1"),
     (["run", "--bogus"], "unrecognized arguments: --bogus"),
     (["verilog"], "-o/--output"),
     (["verilog", "-o", "/proc/forbidden/x.v", "--config", "small"], "cannot write"),
