@@ -375,7 +375,9 @@ class GlobalMemory(wiring.Component):
             m.d.comb += valid.eq(pick.any() & ~g_write)
             in_flight.append(valid)
             word = None
-            for stage in range(2, cfg.mem_latency + 1):
+            # with three stages or more the last is a register per client (below), each near its client
+            last_bank_stage = cfg.mem_latency - (cfg.mem_latency >= 3)
+            for stage in range(2, last_bank_stage + 1):
                 next_valid = Signal(name=f"b{b}_valid{stage}")
                 next_client = Signal(n, name=f"b{b}_client{stage}")
                 next_tag = Signal(self._tag_width, name=f"b{b}_tag{stage}", reset_less=True)
@@ -396,11 +398,20 @@ class GlobalMemory(wiring.Component):
         m.d.comb += self.granted.eq(Cat(Cat(onehot[c] for onehot in onehots).any() for c in range(n)))
 
         # A client is granted at most once per cycle and latency is fixed, so at most one bank
-        # delivers to it in any cycle.
+        # delivers to it in any cycle: an AND-OR over the banks, into the client's own last-stage
+        # registers when there are three stages or more (the response leaves the memory from registers)
         for c, port in enumerate(self.clients):
-            for valid, client, tag, word in delivered:
-                with m.If(valid & client[c]):
-                    m.d.comb += [port.resp_valid.eq(1), port.resp_data.eq(word), port.resp_tag.eq(tag)]
+            hits = [valid & client[c] for valid, client, _tag, _word in delivered]
+            resp = [_or_all(hits), _or_all(Mux(hit, word, 0) for hit, (*_, word) in zip(hits, delivered, strict=True)),
+                    _or_all(Mux(hit, tag, 0) for hit, (_v, _c, tag, _w) in zip(hits, delivered, strict=True))]
+            if cfg.mem_latency >= 3:
+                regs = [Signal(name=f"c{c}_resp_valid"),
+                        Signal(cfg.word_bits, name=f"c{c}_resp_data", reset_less=True),
+                        Signal(self._tag_width, name=f"c{c}_resp_tag", reset_less=True)]
+                m.d.sync += [r.eq(v) for r, v in zip(regs, resp, strict=True)]
+                in_flight.append(regs[0])
+                resp = regs
+            m.d.comb += [port.resp_valid.eq(resp[0]), port.resp_data.eq(resp[1]), port.resp_tag.eq(resp[2])]
 
         m.d.comb += self.busy.eq(Cat(*queued, *in_flight).any())
 
