@@ -336,8 +336,10 @@ class GlobalMemory(wiring.Component):
             asks.append(head_asks)
             heads.append(entries[0])
             pops.append(pop)
-            # queued and not granted: while the head leaves, whatever is behind it
-            queued.append(Mux(pop, valid[1], valid[0]) if depth > 1 else valid[0] & ~pop)
+            # queued and not granted, or a read granted in the last cycle (at the bank now): while the head
+            # leaves, whatever is behind it or the head itself when it reads (registers and a LUT: ``busy``)
+            behind = valid[1] if depth > 1 else C(0, 1)
+            queued.append(Mux(pop, behind | ~entries[0].write, valid[0]))
 
         # ---- per-bank arbiters over the queue heads; the grant is registered ------------------------
         # A client whose head leaves in this cycle (granted in the last) asks with the entry behind it.
@@ -372,8 +374,7 @@ class GlobalMemory(wiring.Component):
             # stage 2 is the bank's own read register
             valid = Signal(name=f"b{b}_valid1")
             client, tag = pick, g_tag
-            m.d.comb += valid.eq(pick.any() & ~g_write)
-            in_flight.append(valid)
+            m.d.comb += valid.eq(pick.any() & ~g_write)       # in ``busy`` through its queue (above)
             word = None
             # with three stages or more the last is a register per client (below), each near its client
             last_bank_stage = cfg.mem_latency - (cfg.mem_latency >= 3)

@@ -412,10 +412,13 @@ class Scheduler(wiring.Component):
                 m.d.sync += [phase.eq(Phase.ERROR), self.error.eq(Error.WATCHDOG)]
 
         settled = (phase == Phase.RUN) & exhausted.all() & self.subsets_idle.all() & ~self.mem_busy
+        # conventional: steps left after this one, registered (a barrier is many cycles from the next)
+        conv_more = Signal()
+        m.d.sync += conv_more.eq(conv_step != p.steps)
         with m.If(preparing):
             m.d.sync += conv_step.eq(1)
-        with m.If(settled & p.conventional & (conv_step != p.steps)):
+        with m.If(settled & p.conventional & conv_more):
             m.d.sync += [conv_step.eq(conv_step + 1), exhausted.eq(~has_rows)]
-        with m.If(settled & (~p.conventional | (conv_step == p.steps))):
+        with m.If(settled & (~p.conventional | ~conv_more)):
             m.d.sync += phase.eq(Phase.DONE)
         return m
