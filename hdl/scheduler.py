@@ -13,7 +13,7 @@ from hdl.memory import MemClient
 from hdl.params import STEP_BITS, run_params, work_item
 from hdl.subset import SETUP_CYCLES, mem_tag_width
 
-__all__ = ["Scheduler", "Error", "Phase", "run_request", "CHECK_CYCLES", "HANDOFF_GAP"]
+__all__ = ["Scheduler", "Error", "Phase", "run_request", "CHECK_CYCLES", "HANDOFF_GAP", "QUIET_DELAY"]
 
 
 class Error(enum.IntEnum, shape=8):
@@ -34,6 +34,9 @@ class Error(enum.IntEnum, shape=8):
 CHECK_CYCLES = 7
 #: cycles after a hand-off in which that subset is offered no item (its counters and flags settle)
 HANDOFF_GAP = 2
+#: cycles from the subsets all idle and the memory not busy to ``settled`` (the inputs are registered
+#: where the scheduler is: they come from across the chip)
+QUIET_DELAY = 1
 assert SETUP_CYCLES > HANDOFF_GAP, "a subset could take items faster than the hand-off offers them"
 
 
@@ -330,6 +333,7 @@ class Scheduler(wiring.Component):
         preparing = loading_a | loading_bias
         has_rows = Signal(S)                     # conventional: subset s owns at least one row block
         m.d.comb += has_rows.eq(Cat(p.row_blocks > s * K for s in range(S)))
+        handoffs = []
         for s in range(S):
             g0 = Signal(range(cfg.max_col_blocks + G + 1), name=f"g0_{s}")
             n = Signal(STEP_BITS + 1, name=f"step_{s}")
@@ -351,6 +355,7 @@ class Scheduler(wiring.Component):
                      (last_group, g0G >= p.col_blocks, G >= p.col_blocks), (last_step, n == p.steps, 1 == p.steps)]
             out = self.items[s]
             handoff = out.valid & out.ready
+            handoffs.append(handoff)
             # what a hand-off sets (j, j + 1, n, n + S, g0, g0 + G; whether exhausted is set, and to what)
             nxt = [Signal.like(v, name=f"{v.name}_next") for v in (j, j1, n, nS, g0, g0G)]
             ends, ends_to = Signal(name=f"ends_{s}"), Signal(name=f"ends_to_{s}")
@@ -411,7 +416,13 @@ class Scheduler(wiring.Component):
             with m.If(starved == cfg.watchdog_cycles - 1):
                 m.d.sync += [phase.eq(Phase.ERROR), self.error.eq(Error.WATCHDOG)]
 
-        settled = (phase == Phase.RUN) & exhausted.all() & self.subsets_idle.all() & ~self.mem_busy
+        # quiet: every subset idle and the memory not busy, QUIET_DELAY cycles ago; a hand-off in the
+        # cycles since may have ended that (its subset leaves idle the cycle after), so none may have been
+        quiet = Signal(QUIET_DELAY)
+        handed = Signal(QUIET_DELAY)
+        m.d.sync += [quiet.eq(Cat(self.subsets_idle.all() & ~self.mem_busy, quiet)),
+                     handed.eq(Cat(Cat(*handoffs).any(), handed))]
+        settled = (phase == Phase.RUN) & exhausted.all() & quiet[-1] & ~handed.any()
         # conventional: steps left after this one, registered (a barrier is many cycles from the next)
         conv_more = Signal()
         m.d.sync += conv_more.eq(conv_step != p.steps)

@@ -19,11 +19,12 @@ nothing is fitted):
   way, or (no bias) makes the 4·R zero words one a cycle without the memory. The subsets and the
   scheduler start RUN in its first cycle; RUN ends when ``settled``: every subset idle (from the cycle
   after its last output word) and the memory not ``busy`` (from the cycle after the last write's grant),
-  so CYCLES = max(last word, last grant) + 2 counted from the first LOAD cycle as 0.
+  ``QUIET_DELAY`` cycles later (registered inputs), so CYCLES = max(last word, last grant) + 2 +
+  ``QUIET_DELAY`` counted from the first LOAD cycle as 0.
 * **Work order** (``hdl/order.py``): in pipelined mode each subset runs :func:`hdl.order.subset_items`;
   in conventional mode every subset that owns a row block takes every column block of step n, and
-  step n + 1 is handed out two cycles after the last word of step n left and its last write was
-  granted (``settled``, then the items).
+  step n + 1 is handed out 2 + ``QUIET_DELAY`` cycles after the last word of step n left and its last
+  write was granted (``settled``, then the items).
   Stacked layers (N > 1): subset s < N is layer s and runs (1, 0), (1, 1), …, (L, J-1); LOAD_A streams
   every layer's A (layers ≥ 1 have Kin = 2R), LOAD_BIAS N·4R words. Layer s fetches its h0 (step 1)
   and, layer 0 only, x; layer s ≥ 1 takes x over the ring from layer s-1 (every step); an item of step
@@ -80,6 +81,7 @@ from hdl.config import Config, UserError, ceil_div
 from hdl.csr import memory_clients
 from hdl.memory import QUEUE_DEPTH
 from hdl.order import subset_items
+from hdl.scheduler import QUIET_DELAY
 from hdl.subset import INFLIGHT_DEPTH, OUT_DEPTH, SETUP_CYCLES
 from sim.layout import MODES, plan
 
@@ -850,8 +852,8 @@ class _Run:
         self.k.resolve(target, source.value)
 
     def _barrier(self):
-        """Conventional mode: step n + 1 is handed out two cycles after the last word of step n left and
-        its last write was granted (the memory's ``busy`` covers queued requests)."""
+        """Conventional mode: step n + 1 is handed out 2 + QUIET_DELAY cycles after the last word of step n
+        left and its last write was granted (the memory's ``busy`` covers queued requests)."""
         subs = [sub for sub in self.subsets if sub.items]
         per_step = self.sh.J * self.W
         J = self.sh.J
@@ -865,8 +867,8 @@ class _Run:
                 yield written
                 last = max(last, g.value, written.value)
             # idle the cycle after the last word (inflight emptied) and not busy the cycle after the last
-            # grant: ``settled`` then, items the cycle after
-            self.k.resolve(self.release[n + 1], last + 2)
+            # grant: ``settled`` QUIET_DELAY cycles later, items the cycle after
+            self.k.resolve(self.release[n + 1], last + 2 + QUIET_DELAY)
 
     def run(self) -> int:
         k = self.k
@@ -883,9 +885,9 @@ class _Run:
         if getattr(self.mem, "late", 0):
             raise RuntimeError("the performance model asked the memory for a cycle already past (a model bug)")
         # the last word's cycle, or the last write's grant: idle and not busy the cycle after, ``settled``
-        # (the last RUN cycle) then; counting from 0
+        # (the last RUN cycle) QUIET_DELAY cycles later; counting from 0
         return max(max(sub.gd[-1].value, max(f.value for f in sub.written))
-                   for sub in self.subsets if sub.items) + 2
+                   for sub in self.subsets if sub.items) + 2 + QUIET_DELAY
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from test_rtl import CONFIGS
 
 from hdl.config import Config, UserError
 from hdl.order import subset_items
+from hdl.scheduler import QUIET_DELAY
 from sim.perfmodel import compulsory_words, predict, traffic
 from sim.run import run_many
 from sim.workload import random_workload
@@ -119,8 +120,8 @@ def test_model_trace_follows_the_order_and_the_ring():
             if nxt is not None:
                 assert nxt[3] > begin
     # the run's last word goes to memory and is granted the cycle after it left (its request queue);
-    # ``settled`` (idle and not busy) the cycle after that grant, CYCLES one more
-    assert p.cycles == max(ends.values()) + 3
+    # idle and not busy the cycle after that grant, ``settled`` QUIET_DELAY later, CYCLES one more
+    assert p.cycles == max(ends.values()) + 3 + QUIET_DELAY
 
 
 def test_memory_models_agree_on_compute_bound_runs():

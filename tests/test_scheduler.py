@@ -20,7 +20,7 @@ from blocksim import simulate
 
 from hdl.config import Config, ceil_div
 from hdl.order import subset_items
-from hdl.scheduler import CHECK_CYCLES, HANDOFF_GAP, Error, Phase, Scheduler, run_request
+from hdl.scheduler import CHECK_CYCLES, HANDOFF_GAP, QUIET_DELAY, Error, Phase, Scheduler, run_request
 from sim.layout import plan
 from sim.workload import random_workload
 
@@ -202,10 +202,13 @@ class Bench:
                 if after == 4:
                     break
             if phase is Phase.RUN and idle and not busy:
-                # DONE follows the first cycle in which everything is idle
+                # DONE follows QUIET_DELAY cycles after the first cycle in which everything is idle
                 done_allowed = True
+                for _ in range(QUIET_DELAY):
+                    await ctx.tick()
+                    assert Phase(ctx.get(dut.phase)) is Phase.RUN, f"cycle {cycle + 1}: DONE too early"
                 await ctx.tick()
-                assert Phase(ctx.get(dut.phase)) is Phase.DONE, f"cycle {cycle + 1}: no DONE"
+                assert Phase(ctx.get(dut.phase)) is Phase.DONE, f"cycle {cycle + 1 + QUIET_DELAY}: no DONE"
                 continue
             await ctx.tick()
         else:
