@@ -80,9 +80,13 @@ class Top(wiring.Component):
             m.d.sync += cycle.eq(cycle + 1)
         m.d.comb += mem.clear.eq(starting)
 
+        # the subsets hear of a start a cycle late, registered (it comes from the CSR bus; their first item
+        # is CHECK_CYCLES and a weight load away)
+        sub_start = Signal()
+        m.d.sync += sub_start.eq(starting)
         for s, sub in enumerate(subsets):
             m.d.comb += [
-                sub.params.eq(sched.params), sub.start.eq(starting), sub.cycle.eq(cycle[:32]),
+                sub.params.eq(sched.params), sub.start.eq(sub_start), sub.cycle.eq(cycle[:32]),
                 sub.load_tile_en.eq(sched.load_tile_en), sub.load_cluster.eq(sched.load_cluster),
                 sub.load_addr.eq(sched.load_addr), sub.load_tile.eq(sched.load_tile),
                 sub.load_bias_en.eq(sched.load_bias_en), sub.load_bias_addr.eq(sched.load_bias_addr),
