@@ -4,7 +4,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.config import Config
+from hdl.config import Config, ceil_div
 from hdl.csr import CSR_READ_GROUP, FLAG_BITS, ID_MAGIC, counter_names, csr_map
 from hdl.scheduler import run_request
 
@@ -106,7 +106,7 @@ class Host(wiring.Component):
         g = CSR_READ_GROUP
         assert g & (g - 1) == 0, "CSR_READ_GROUP must be a power of two"
         low = self.csr_addr[:(g - 1).bit_length()]
-        groups = [Signal(32, name=f"read_group{n}") for n in range(-(-len(self._map) // g))]
+        groups = [Signal(32, name=f"read_group{n}") for n in range(ceil_div(len(self._map), g))]
         group_sel = Signal(len(self.csr_addr) - len(low))
         m.d.sync += group_sel.eq(self.csr_addr[len(low):])
         for n, group in enumerate(groups):

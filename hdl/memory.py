@@ -394,17 +394,16 @@ class GlobalMemory(wiring.Component):
             delivered.append((valid, client, tag, word))
 
         # a head is granted by at most one bank (its own); it leaves its queue the cycle after
-        for c in range(n):
-            m.d.sync += pops[c].eq(Cat(onehot[c] for onehot in onehots).any())
         m.d.comb += self.granted.eq(Cat(Cat(onehot[c] for onehot in onehots).any() for c in range(n)))
+        m.d.sync += [pop.eq(self.granted[c]) for c, pop in enumerate(pops)]
 
         # A client is granted at most once per cycle and latency is fixed, so at most one bank
         # delivers to it in any cycle: an AND-OR over the banks, into the client's own last-stage
         # registers when there are three stages or more (the response leaves the memory from registers)
         for c, port in enumerate(self.clients):
             hits = [valid & client[c] for valid, client, _tag, _word in delivered]
-            resp = [_or_all(hits), _or_all(Mux(hit, word, 0) for hit, (*_, word) in zip(hits, delivered, strict=True)),
-                    _or_all(Mux(hit, tag, 0) for hit, (_v, _c, tag, _w) in zip(hits, delivered, strict=True))]
+            resp = [_or_all(hits), *(_or_all(Mux(hit, stage[i], 0) for hit, stage in zip(hits, delivered, strict=True))
+                                     for i in (3, 2))]         # data, tag
             if cfg.mem_latency >= 3:
                 regs = [Signal(name=f"c{c}_resp_valid"),
                         Signal(cfg.word_bits, name=f"c{c}_resp_data", reset_less=True),

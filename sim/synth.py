@@ -904,9 +904,9 @@ def block_fmax(cfg: Config, block: str, target: Target | str, build_dir: Path) -
     target = _target(target) if isinstance(target, str) else target
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
-    il = rtlil.convert(block_harness(blocks[block](cfg), target), name="harness", emit_src=False)
+    il = rtlil.convert(block_harness(blocks[block](cfg), target), name=HARNESS, emit_src=False)
     (build_dir / "top.il").write_text(il)
-    syn = run_yosys(build_dir, "read_rtlil top.il", target, rtlil_memories(il), top="harness")
+    syn = run_yosys(build_dir, "read_rtlil top.il", target, rtlil_memories(il), top=HARNESS)
     return syn, place_and_route(syn, build_dir)
 
 
