@@ -93,7 +93,9 @@ class Cluster(wiring.Component):
         saturated_any = []
         m.submodules.lut = lut = Memory(shape=unsigned(8), depth=256, init=[])
         lut_wr = lut.write_port()
-        m.d.comb += [lut_wr.en.eq(self.lut_we), lut_wr.addr.eq(self.lut_addr), lut_wr.data.eq(self.lut_data)]
+        # the host's LUT writes reach every cluster on the chip: registered here, beside its LUT copies (a
+        # write lands a cycle later, long before a run reads it)
+        m.d.sync += [lut_wr.en.eq(self.lut_we), lut_wr.addr.eq(self.lut_addr), lut_wr.data.eq(self.lut_data)]
         for r in range(T):
             acc = cu.out_acc[r]
             under, over = acc < lo, acc > hi

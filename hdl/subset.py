@@ -595,15 +595,18 @@ class Subset(wiring.Component):
             m.d.sync += credits.eq(credits + 1)
 
         # ---- trace RAM: one record per work item -----------------------------------------------------
+        # the record is written a cycle after its item ends, from registers (the end of an item is the output
+        # handshake, deep logic; the trace RAM is a block RAM anywhere on the chip). The record is readable from
+        # the cycle after its write, as the host reads it only once the run is over.
         m.submodules.trace = trace = Memory(shape=trace_entry(cfg), depth=cfg.trace_depth, init=[])
         tr_wr, tr_rd = trace.write_port(), trace.read_port()
-        m.d.comb += [
+        m.d.sync += [
             tr_wr.en.eq(trace_now & (self.trace_count < cfg.trace_depth)),
             tr_wr.addr.eq(self.trace_count),
             tr_wr.data.step.eq(item.step), tr_wr.data.column_block.eq(item.column_block),
             tr_wr.data.begin.eq(inflight_r.begin), tr_wr.data.end.eq(self.cycle),
-            tr_rd.addr.eq(self.trace_addr), self.trace_data.eq(tr_rd.data),
         ]
+        m.d.comb += [tr_rd.addr.eq(self.trace_addr), self.trace_data.eq(tr_rd.data)]
         with m.If(self.start):
             m.d.sync += self.trace_count.eq(0)
         with m.Elif(trace_now):

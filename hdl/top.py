@@ -106,8 +106,11 @@ class Top(wiring.Component):
         grants = [cl.req.valid & cl.req.ready for cl in mem.clients]
         moves = [sub.computing | (sub.ring_in.valid & sub.ring_in.ready) | (sub.items.valid & sub.items.ready)
                  for sub in subsets]
-        # registered: the watchdog hears of a cycle's progress one cycle later (off the grant paths)
-        m.d.sync += sched.progress.eq(Cat(*grants, *moves, mem.busy, sched.load_tile_en, sched.load_bias_en).any())
+        # registered twice: the watchdog hears of a cycle's progress two cycles later, each source registered
+        # where it is (the handshakes are deep logic all over the chip), their OR beside the scheduler
+        heard = Signal(len(grants) + len(moves) + 3)
+        m.d.sync += heard.eq(Cat(*grants, *moves, mem.busy, sched.load_tile_en, sched.load_bias_en))
+        m.d.sync += sched.progress.eq(heard.any())
         # a trace record is registered as it leaves its subset's trace RAM (a block RAM's slow output),
         # then selected: TRACE_STEP..TRACE_END hold the record TRACE_SEL names from 2 cycles after its write
         with m.Switch(host.trace_subset):
@@ -136,15 +139,22 @@ class Top(wiring.Component):
                      for a, sub in zip(active, subsets, strict=True)]
         mac_step = Signal(range(S * cfg.clusters * T * T + 1))
         m.d.sync += mac_step.eq(sum(active) * (T * T))
+        # the per-subset strobes of a RUN cycle (and the overflow pulses) are registered, counted in the next
+        # cycle: the counters sit beside the host, the subsets anywhere on the chip. Complete a cycle after the
+        # run's last one, long before DONE (QUIET_DELAY and the memory's drain come first).
+        in_run = [Signal(name=f"{name.lower()}_strobe") for name in per_subset]
+        overflowed = Signal()
+        m.d.sync += [r.eq(strobe & (phase == Phase.RUN)) for r, (_, strobe) in zip(in_run, per_subset.values(),
+                                                                                  strict=True)]
+        m.d.sync += overflowed.eq(Cat(sub.overflow for sub in subsets).any() & (phase == Phase.RUN))
         with m.If(starting):
             m.d.sync += [macs.eq(0), overflow.eq(0)]
             m.d.sync += [counter.eq(0) for counter, _ in per_subset.values()]
         with m.Else():
             m.d.sync += macs.eq(macs + mac_step)
-            with m.If(phase == Phase.RUN):
-                m.d.sync += [counter.eq(counter + strobe) for counter, strobe in per_subset.values()]
-                with m.If(Cat(sub.overflow for sub in subsets).any()):
-                    m.d.sync += overflow.eq(1)
+            m.d.sync += [counter.eq(counter + r) for r, (counter, _) in zip(in_run, per_subset.values(), strict=True)]
+            with m.If(overflowed):
+                m.d.sync += overflow.eq(1)
         values.update({name: counter for name, (counter, _) in per_subset.items()})
         # traffic by kind: the weight loader's reads by phase, the subsets' reads by what they fetch
         loader_read = sched.loader.req.valid & sched.loader.req.ready

@@ -5,7 +5,12 @@ minutes to hours: a longest-path pass over the netlist with each ECP5 cell's del
 nextpnr reports them) and a flat ``--route`` ns per net. Routing is what it cannot know, so the numbers
 rank paths; they are not an Fmax.
 
-    python scripts/paths.py build/synth/ecp5-85k/<config>/top.json [--budget 6.67] [--top 40] [--route 0.7]
+With ``--placed placed.json`` (what ``rnnpipe synth`` has nextpnr write after placement) each net's delay is
+instead nextpnr's own placement-time estimate from the distance between the placed cells (ECP5, speed 6):
+where the placement estimate's Fmax comes from, but with *every* slow path named, and how far it travels.
+
+    python scripts/paths.py build/synth/ecp5-85k/<config>/top.json [--placed …/placed.json] [--budget 6.67]
+        [--top 40] [--route 0.7] [--show REGEX]
 
 Prints the endpoints over the budget grouped by register (bits of one signal together), worst first, and
 the cells of the worst paths.
@@ -14,6 +19,7 @@ the cells of the worst paths.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections import defaultdict
@@ -29,6 +35,7 @@ CELL = {
 }
 CLK_TO_Q = {"TRELLIS_FF": 0.52, "DP16KD": 5.8, "PDPW16KD": 5.8, "TRELLIS_DPR16X4": 1.2, "TRELLIS_IO": 0.0,
             "MULT18X18D": 0.6}
+GLOBAL = 1.0                   # a net on a global network (DCCA), wherever its sinks are
 CARRY = 0.06                   # CIN → COUT of one CCU2C (two bits)
 SETUP = 0.1
 
@@ -47,14 +54,56 @@ def _registered_dsp(cell) -> bool:
                for k, v in cell.get("parameters", {}).items() if k.startswith("REG_OUTPUT"))
 
 
-def analyse(path, budget, route, top, show=None):
+def _placement(path):
+    """Cell name of the Yosys netlist → (x, y) of its placed site: nextpnr keeps a LUT's or flip-flop's name
+    and splits a carry cell (``…$CCU2_COMB0``) or a distributed RAM (``…$DPRAM_COMB0``) under the name."""
+    cells = next(iter(json.loads(Path(path).read_text())["modules"].values()))["cells"]
+    loc = {}
+    for name, cell in cells.items():
+        m = re.match(r"X(\d+)/Y(\d+)/", cell.get("attributes", {}).get("NEXTPNR_BEL", ""))
+        if m:
+            loc.setdefault(name.split("$CCU2_COMB")[0].split("$DPRAM_COMB")[0].split("$RAMW_BLOCK")[0],
+                           (int(m.group(1)), int(m.group(2))))
+    return loc
+
+
+def _wire_delay(a, b):
+    """nextpnr-ecp5's placement-time delay estimate of a connection between sites ``a`` and ``b`` (ns)."""
+    dx, dy = abs(a[0] - b[0]), abs(a[1] - b[1])
+    return 0.12 * (3 + max(dx - 5, 0) + max(dy - 5, 0) + 2 * (min(dx, 5) + min(dy, 5)))
+
+
+def analyse(path, budget, route, top, show=None, placed=None):
     nl = Netlist(Path(path))
+    loc = _placement(placed) if placed else {}
     names = {}
     for n, v in nl.module["netnames"].items():
         for i, b in enumerate(v["bits"]):
             if isinstance(b, int) and (b not in names or len(n) < len(names[b][0])):
                 names[b] = (n, i)
     driver, cells = nl.driver, nl.cells        # net → (cell, output port); cell name → cell
+
+    def wire(net, sink):
+        """The routing delay of ``net`` to cell ``sink``: flat, or from the placement."""
+        if not loc:
+            return route
+        d = driver.get(net)
+        if d and cells[d[0]]["type"] == "DCCA":
+            return GLOBAL                         # a global clock/reset network: no distance to speak of
+        a = d and _located(d[0])
+        b = _located(sink)
+        return _wire_delay(a, b) if a and b else route
+
+    def _located(name):
+        if name in loc:
+            return loc[name]
+        c = cells[name]
+        if c["type"] in ("PFUMX", "L6MUX21"):     # packed with the LUTs that feed it
+            for b in c["connections"].get("ALUT", []) + c["connections"].get("D0", []):
+                d = driver.get(b) if isinstance(b, int) else None
+                if d and d[0] in loc:
+                    return loc[d[0]]
+        return None
 
     arrival, via = {}, {}
 
@@ -84,7 +133,7 @@ def analyse(path, budget, route, top, show=None):
                 continue
             best, src = 0.0, None
             for b in ins:
-                a = arrival[b] + _edge(c, port, b, route)
+                a = arrival[b] + _edge(c, port, b, wire(b, cn))
                 if a > best:
                     best, src = a, b
             arrival[n], via[n] = best, src
@@ -100,7 +149,7 @@ def analyse(path, budget, route, top, show=None):
                 continue
             for b in bits:
                 if isinstance(b, int) and b in driver:
-                    ends.append((arr(b) + route + SETUP, cn, p, b))
+                    ends.append((arr(b) + wire(b, cn) + SETUP, cn, p, b))
     ends.sort(reverse=True)
     worst = ends[0][0] if ends else 0
     print(f"{len(ends)} endpoints; worst estimate {worst:.2f} ns ({1000 / worst:.1f} MHz); "
@@ -131,7 +180,9 @@ def analyse(path, budget, route, top, show=None):
         for n in reversed(chain):
             d = driver.get(n)
             src = _src(cells[d[0]]) if d else ""
-            print(f"  {arrival[n]:6.2f}  {cells[d[0]]['type'] if d else 'input':>16}  {src:28} {_net(names, n)[:70]}")
+            at = f"{str(_located(d[0]) or ''):>10} " if loc and d else ""
+            print(f"  {arrival[n]:6.2f}  {cells[d[0]]['type'] if d else 'input':>16} {at} {src:28} "
+                  f"{_net(names, n)[:70]}")
 
 
 def _src(cell):
@@ -199,9 +250,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json")
     ap.add_argument("--budget", type=float, default=1000 / 150)
-    ap.add_argument("--route", type=float, default=0.7)
+    ap.add_argument("--route", type=float, default=0.7, help="ns per net without a placement (default 0.7)")
+    ap.add_argument("--placed", metavar="JSON", help="nextpnr's placed netlist (--write): net delays from the "
+                    "distances of the placed cells")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--show", metavar="REGEX", help="print the worst path to the first endpoint matching REGEX "
                     "(default: the three worst paths)")
     a = ap.parse_args()
-    analyse(a.json, a.budget, a.route, a.top, a.show)
+    analyse(a.json, a.budget, a.route, a.top, a.show, a.placed)

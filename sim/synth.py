@@ -929,7 +929,7 @@ def place_and_route(syn: Synthesis, build_dir: Path, *, seed: int = 1, route: bo
     target = syn.target
     cmd = [*_tool(target.nextpnr, "rnnpipe synth"), *target.device, "--json", "top.json",
            "--freq", str(target.freq_mhz), "--seed", str(seed), "--timing-allow-fail",
-           "--report", "report.json", *(() if route else ("--no-route",))]
+           "--report", "report.json", "--write", "placed.json", *(() if route else ("--no-route",))]
     if target.name.startswith("ecp5"):
         cmd.append("--lpf-allow-unconstrained")
     else:
