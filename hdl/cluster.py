@@ -5,7 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.config import Config
+from hdl.config import KEEP, Config
 from hdl.cu import CU, column_layout, tile_layout
 
 __all__ = ["Cluster", "SHIFT_BITS"]
@@ -83,8 +83,11 @@ class Cluster(wiring.Component):
         # 6 look the activation up (T read ports); 7 register it: a block RAM's output is slow (5.8 ns on
         # an ECP5-6), so it goes straight into a flip-flop. ``overflow`` travels beside the values.
         lo, hi = -(1 << (aw - 1)), (1 << (aw - 1)) - 1
+        # the shift is static during a run: each cluster works from its own copy (``keep``: synthesis would
+        # merge the identical copies of the clusters into one flip-flop driving them all across the chip)
+        shift = Signal(SHIFT_BITS, reset_less=True, attrs=KEEP)
         rounding = Signal(aw, reset_less=True)      # static during a run: off the data path
-        m.d.sync += rounding.eq((Const(1, 1) << self.shift) >> 1)
+        m.d.sync += [shift.eq(self.shift), rounding.eq((Const(1, 1) << shift) >> 1)]
         valid = [Signal(name=f"rq_valid{n}") for n in range(1, 7)]
         overflow = [Signal(name=f"rq_overflow{n}") for n in range(1, 7)]
         m.d.sync += [valid[0].eq(cu.out_valid), overflow[0].eq(0)]
@@ -95,7 +98,11 @@ class Cluster(wiring.Component):
         lut_wr = lut.write_port()
         # the host's LUT writes reach every cluster on the chip: registered here, beside its LUT copies (a
         # write lands a cycle later, long before a run reads it)
-        m.d.sync += [lut_wr.en.eq(self.lut_we), lut_wr.addr.eq(self.lut_addr), lut_wr.data.eq(self.lut_data)]
+        lut_we = Signal(attrs=KEEP)
+        lut_addr = Signal.like(self.lut_addr, attrs=KEEP)
+        lut_data = Signal.like(self.lut_data, attrs=KEEP)
+        m.d.sync += [lut_we.eq(self.lut_we), lut_addr.eq(self.lut_addr), lut_data.eq(self.lut_data)]
+        m.d.comb += [lut_wr.en.eq(lut_we), lut_wr.addr.eq(lut_addr), lut_wr.data.eq(lut_data)]
         for r in range(T):
             acc = cu.out_acc[r]
             under, over = acc < lo, acc > hi
@@ -110,8 +117,8 @@ class Cluster(wiring.Component):
             part = Signal(signed(aw + 1), name=f"part{r}", reset_less=True)
             shifted = Signal(signed(aw + 1), name=f"shifted{r}", reset_less=True)
             q = Signal(signed(8), name=f"q{r}", reset_less=True)
-            m.d.sync += [rounded.eq(sat + rounding), part.eq(rounded >> self.shift[:2]),
-                         shifted.eq(part >> Cat(Const(0, 2), self.shift[2:])), q.eq(shifted)]
+            m.d.sync += [rounded.eq(sat + rounding), part.eq(rounded >> shift[:2]),
+                         shifted.eq(part >> Cat(Const(0, 2), shift[2:])), q.eq(shifted)]
             with m.If(shifted < -128):
                 m.d.sync += q.eq(-128)
             with m.Elif(shifted > 127):

@@ -11,7 +11,12 @@ import dataclasses
 import json
 from dataclasses import dataclass, fields
 
-__all__ = ["Config", "UserError", "PRESETS", "preset", "ceil_div"]
+__all__ = ["Config", "UserError", "PRESETS", "preset", "ceil_div", "KEEP"]
+
+#: Attributes of a register that is one of several identical copies, each beside the logic it feeds: without
+#: ``keep`` Yosys merges identical flip-flops (``opt_merge``) into one that drives every copy's logic across
+#: the chip.
+KEEP = {"keep": 1}
 
 
 class UserError(ValueError):

@@ -5,13 +5,17 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hdl.config import Config
+from hdl.config import KEEP, Config
 
-__all__ = ["CU", "tile_layout", "column_layout", "TREE_STAGES"]
+__all__ = ["CU", "tile_layout", "column_layout", "TREE_STAGES", "COLUMN_STAGE"]
 
 #: pipeline stages of the row reduction: at most two adder levels each (two for T ≤ 16, so ``LATENCY`` is
 #: the same for every tile edge the config accepts)
 TREE_STAGES = 2
+#: cycles after ``issue`` the input column comes in: the input buffer's read, its output register, and a
+#: register after the subset's choice of buffer or loop RAM, from which the column crosses the chip to the
+#: multipliers (their input registers)
+COLUMN_STAGE = 3
 
 
 def tile_layout(cfg: Config) -> data.ArrayLayout:
@@ -37,13 +41,12 @@ class CU(wiring.Component):
     issue, rf_addr, first, last : stage 0 — start a MAC of tile ``rf_addr``; ``first``/``last`` mark a group.
     bias : stage 1 (one cycle after ``issue``, the bias RAM's read latency) — the group's bias (used with
         ``first``).
-    column : stage 2 (two cycles after ``issue``: the input buffer's read latency and its output register)
-        — the input column.
+    column : stage ``COLUMN_STAGE`` (three cycles after ``issue``) — the input column.
     out_valid, out_acc : ``LATENCY`` cycles after the ``last`` issue of a group, for one cycle, its T sums.
     """
 
     #: cycles from the ``last`` issue of a group to ``out_valid``
-    LATENCY = 4 + TREE_STAGES + 1
+    LATENCY = COLUMN_STAGE + 2 + TREE_STAGES + 1
 
     def __init__(self, cfg: Config):
         self._cfg = cfg
@@ -73,34 +76,39 @@ class CU(wiring.Component):
         m.d.comb += [wr.en.eq(self.load_en), wr.addr.eq(self.load_addr), wr.data.eq(self.load_tile),
                      rd.addr.eq(self.rf_addr)]
 
-        # stages 1 and 2: tile and bias present, registered twice: once beside the register file (a block
-        # RAM's output is slow; reset-less, so it can be the RAM's own output register), once beside the
-        # multipliers (DSP blocks sit in their own rows of the chip). The column comes in at stage 2,
-        # registered by the caller straight out of its RAMs. Each multiplier gets its own copy of its column
-        # value, kept apart through synthesis (``keep``), so no flip-flop drives T DSP blocks across the chip.
-        v1, first1, last1 = Signal(), Signal(), Signal()
-        m.d.sync += [v1.eq(self.issue), first1.eq(self.first), last1.eq(self.last)]
-        tile1, bias1 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias, reset_less=True)
-        v2, first2, last2 = Signal(), Signal(), Signal()
-        m.d.sync += [tile1.eq(rd.data), bias1.eq(self.bias), v2.eq(v1), first2.eq(first1), last2.eq(last1)]
-        # the multipliers' operands and products are reset-less and unconditional, so synthesis can move
-        # them into the DSP blocks' own input and output registers (sim.synth.pack_dsp_registers)
-        tile2, bias2 = Signal.like(rd.data, reset_less=True), Signal.like(self.bias, reset_less=True)
-        column2 = [Signal.like(self.column, name=f"column2_row{r}", attrs={"keep": 1}, reset_less=True)
-                   for r in range(T)]
-        v3, first3, last3 = Signal(), Signal(), Signal()
-        m.d.sync += [tile2.eq(tile1), bias2.eq(bias1), v3.eq(v2), first3.eq(first2), last3.eq(last2)]
-        m.d.sync += [copy.eq(self.column) for copy in column2]
+        # stages 1 … COLUMN_STAGE + 1: tile and bias (both present at stage 1, the register file's and the bias
+        # RAM's read latency) registered once beside the register file (a block RAM's output is slow; reset-less,
+        # so it can be the RAM's own output register), then on towards the multipliers (DSP blocks sit in their
+        # own rows of the chip), the last register being the multipliers' own input register, where the column
+        # arrives too. Each multiplier gets its own copy of its column value, kept apart through synthesis
+        # (``keep``), so no flip-flop drives T DSP blocks across the chip. The multipliers' operands and
+        # products are reset-less and unconditional, so synthesis can move them into the DSP blocks' own input
+        # and output registers (sim.synth.pack_dsp_registers).
+        v, first, last = self.issue, self.first, self.last
+        for n in range(1, COLUMN_STAGE + 2):
+            v_n, first_n, last_n = Signal(name=f"v{n}"), Signal(name=f"first{n}"), Signal(name=f"last{n}")
+            m.d.sync += [v_n.eq(v), first_n.eq(first), last_n.eq(last)]
+            v, first, last = v_n, first_n, last_n
+        tile, bias = rd.data, self.bias
+        for n in range(2, COLUMN_STAGE + 2):
+            tile_n = Signal.like(rd.data, name=f"tile{n}", reset_less=True)
+            bias_n = Signal.like(self.bias, name=f"bias{n}", reset_less=True)
+            m.d.sync += [tile_n.eq(tile), bias_n.eq(bias)]
+            tile, bias = tile_n, bias_n
+        column = [Signal.like(self.column, name=f"column_row{r}", attrs=KEEP, reset_less=True)
+                  for r in range(T)]
+        m.d.sync += [copy.eq(self.column) for copy in column]
 
-        # stage 3: the T² products, registered at the multipliers' outputs
+        # stage COLUMN_STAGE + 2: the T² products, registered at the multipliers' outputs
         products = Signal(data.ArrayLayout(signed(16), T * T), reset_less=True)
         for r in range(T):
             for c in range(T):
-                m.d.sync += products[r * T + c].eq(tile2[r * T + c] * column2[r][c])
-        v, first, last, bias = Signal(), Signal(), Signal(), Signal.like(self.bias, reset_less=True)
-        m.d.sync += [v.eq(v3), first.eq(first3), last.eq(last3), bias.eq(bias2)]
+                m.d.sync += products[r * T + c].eq(tile[r * T + c] * column[r][c])
+        v_p, first_p, last_p, bias_p = Signal(), Signal(), Signal(), Signal.like(self.bias, reset_less=True)
+        m.d.sync += [v_p.eq(v), first_p.eq(first), last_p.eq(last), bias_p.eq(bias)]
+        v, first, last, bias = v_p, first_p, last_p, bias_p
 
-        # stages 4 … 3 + TREE_STAGES: reduce each row of products, two adder levels per stage
+        # the next TREE_STAGES stages: reduce each row of products, two adder levels per stage
         rows = [[products[r * T + c] for c in range(T)] for r in range(T)]
         for n in range(TREE_STAGES):
             rows = [_tree_levels(terms, 2) for terms in rows]

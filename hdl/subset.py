@@ -7,7 +7,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.cluster import Cluster
-from hdl.config import Config
+from hdl.config import KEEP, Config
 from hdl.cu import column_layout, tile_layout
 from hdl.memory import MemClient
 from hdl.params import run_params, trace_entry, work_item
@@ -183,7 +183,7 @@ class Subset(wiring.Component):
         m = Module()
         # the run parameters, registered on entry: each subset works from its own copy, near it on the chip
         # (they are stable from LOAD_A to the next start, long before the first item)
-        p = Signal.like(self.params, reset_less=True)
+        p = Signal.like(self.params, reset_less=True, attrs=KEEP)
         m.d.sync += p.eq(self.params)
 
         # ---- input buffer: two halves of Kin × W words, address half·KW + k·W + w ---------------------
@@ -450,7 +450,8 @@ class Subset(wiring.Component):
                     m.d.sync += half_full[h].eq(0)
 
         # the column is registered straight out of its RAM (reset-less: the block RAM's output register
-        # where there is one), then selected, and enters the clusters at their stage 2
+        # where there is one), then selected and registered again, and enters the clusters at their
+        # COLUMN_STAGE (from that register it crosses to the multipliers, wherever their DSP blocks are)
         m.d.comb += buf_rd.addr.eq(cmp_half * KW + ck * W + cw)
         buf_q = Signal.like(buf_rd.data, reset_less=True)
         m.d.sync += buf_q.eq(buf_rd.data)
@@ -470,6 +471,8 @@ class Subset(wiring.Component):
             loop_q = Signal.like(loop_rd.data, reset_less=True)
             m.d.sync += loop_q.eq(loop_rd.data)
             column = Mux(from_loop2, loop_q, buf_q)
+        column_q = Signal.like(buf_rd.data, reset_less=True)
+        m.d.sync += column_q.eq(column)
         first_row = Signal(range(cfg.max_row_blocks + cfg.subsets * K + 1))   # row block of cluster 0 now
         m.d.comb += first_row.eq(Mux(conv, (ii * cfg.subsets + s_idx) * K, ii * K))
         rows_left = p.row_blocks - first_row
@@ -486,10 +489,10 @@ class Subset(wiring.Component):
         mine = self.load_all | (self.load_subset == s_idx)
         tile_en = Signal(K)
         bias_en = Signal(K)
-        load_addr = Signal.like(self.load_addr)
-        load_tile = Signal.like(self.load_tile)
-        load_bias_addr = Signal.like(self.load_bias_addr)
-        load_bias = Signal.like(self.load_bias)
+        load_addr = Signal.like(self.load_addr, attrs=KEEP)
+        load_tile = Signal.like(self.load_tile, attrs=KEEP)
+        load_bias_addr = Signal.like(self.load_bias_addr, attrs=KEEP)
+        load_bias = Signal.like(self.load_bias, attrs=KEEP)
         m.d.sync += [
             tile_en.eq(Cat(self.load_tile_en & mine & (self.load_cluster == c) for c in range(K))),
             bias_en.eq(Cat(self.load_bias_en & mine & (self.load_cluster == c) for c in range(K))),
@@ -512,7 +515,7 @@ class Subset(wiring.Component):
                 cl.shift.eq(Mux(stacked, p.upper_shift[s_idx - 1], p.shift) if s_idx > 0 else p.shift),
                 cl.issue.eq(do_issue), cl.rf_addr.eq(ii * cfg.max_k_blocks + ck + rf_set), cl.bias_addr.eq(ii),
                 cl.first.eq(group_start), cl.last.eq(last_k),
-                cl.column.eq(column),
+                cl.column.eq(column_q),
             ]
 
         # the (row block, column, last-of-item) of each group travels beside the cluster pipeline

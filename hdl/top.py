@@ -5,7 +5,7 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
-from hdl.config import Config
+from hdl.config import KEEP, Config
 from hdl.csr import (
     STATUS_BITS,
     STATUS_ERROR_SHIFT,
@@ -80,11 +80,11 @@ class Top(wiring.Component):
             m.d.sync += cycle.eq(cycle + 1)
         m.d.comb += mem.clear.eq(starting)
 
-        # the subsets hear of a start a cycle late, registered (it comes from the CSR bus; their first item
-        # is CHECK_CYCLES and a weight load away)
-        sub_start = Signal()
-        m.d.sync += sub_start.eq(starting)
+        # the subsets hear of a start a cycle late, each from its own register (it comes from the CSR bus;
+        # their first item is CHECK_CYCLES and a weight load away)
         for s, sub in enumerate(subsets):
+            sub_start = Signal(name=f"sub{s}_start", attrs=KEEP)
+            m.d.sync += sub_start.eq(starting)
             m.d.comb += [
                 sub.params.eq(sched.params), sub.start.eq(sub_start), sub.cycle.eq(cycle[:32]),
                 sub.load_tile_en.eq(sched.load_tile_en), sub.load_cluster.eq(sched.load_cluster),

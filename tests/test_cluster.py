@@ -17,7 +17,7 @@ from blocksim import simulate
 
 from hdl.cluster import Cluster
 from hdl.config import Config
-from hdl.cu import CU
+from hdl.cu import COLUMN_STAGE, CU
 from sim.golden import requantize
 
 CFG = Config(subsets=1, clusters=1, tile=4, column_width=4, max_hidden=8, max_input=4, max_batch=8,
@@ -82,22 +82,22 @@ def random_groups(rng, cfg, n, tile_count, max_terms, magnitude):
 
 async def drive(ctx, dut, cfg, ops, rng, *, bias_values=None, expected_at, check):
     """Run ``ops`` one per cycle, then drain; ``check(cycle, expected_or_None)`` runs every cycle.
-    The bias of an issue goes in one cycle after it (stage 1), its column two cycles after it (stage 2);
-    idle stage-0/1/2 inputs carry garbage.
+    The bias of an issue goes in one cycle after it (stage 1), its column ``COLUMN_STAGE`` cycles after it;
+    idle stage inputs carry garbage.
     ``bias_values`` (CU only) gives the stage-1 bias of a first issue."""
     T = len(dut.column)
     latency = type(dut).LATENCY
     for cycle in range(len(ops) + latency + 3):
         op = ops[cycle] if cycle < len(ops) else None
         prev = ops[cycle - 1] if 0 < cycle <= len(ops) else None
-        prev2 = ops[cycle - 2] if 1 < cycle <= len(ops) + 1 else None
+        late = ops[cycle - COLUMN_STAGE] if COLUMN_STAGE <= cycle < len(ops) + COLUMN_STAGE else None
         ctx.set(dut.issue, op is not None)
         ctx.set(dut.rf_addr, op.rf_addr if op else rng.randrange(cfg.tiles_per_cluster))
         ctx.set(dut.first, op.first if op else rng.randrange(2))
         ctx.set(dut.last, op.last if op else rng.randrange(2))
         if hasattr(dut, "bias_addr"):
             ctx.set(dut.bias_addr, op.bias_addr if op else rng.randrange(2))
-        ctx.set(dut.column, prev2.column if prev2 else [rng.randint(-128, 127) for _ in range(T)])
+        ctx.set(dut.column, late.column if late else [rng.randint(-128, 127) for _ in range(T)])
         if bias_values is not None:
             ctx.set(dut.bias, bias_values[prev.group] if prev and prev.first
                     else [rng.randint(-2**31, 2**31 - 1) for _ in range(T)])
