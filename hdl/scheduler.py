@@ -13,7 +13,8 @@ from hdl.memory import MemClient
 from hdl.params import STEP_BITS, run_params, work_item
 from hdl.subset import SETUP_CYCLES, mem_tag_width
 
-__all__ = ["Scheduler", "Error", "Phase", "run_request", "CHECK_CYCLES", "HANDOFF_GAP", "QUIET_DELAY"]
+__all__ = ["Scheduler", "Error", "Phase", "run_request", "CHECK_CYCLES", "HANDOFF_GAP", "QUIET_DELAY",
+           "LOADER_DELAY"]
 
 
 class Error(enum.IntEnum, shape=8):
@@ -37,6 +38,9 @@ HANDOFF_GAP = 2
 #: cycles from the subsets all idle and the memory not busy to ``settled`` (the inputs are registered
 #: where the scheduler is: they come from across the chip)
 QUIET_DELAY = 1
+#: cycles from a weight or bias word leaving the memory to the loader taking it (registered where the
+#: scheduler is: the memory's response registers are across the chip)
+LOADER_DELAY = 1
 assert SETUP_CYCLES > HANDOFF_GAP, "a subset could take items faster than the hand-off offers them"
 
 
@@ -269,7 +273,13 @@ class Scheduler(wiring.Component):
         # without a bias the zeros are made here, one word a cycle, instead of read
         word_valid = Signal()
         word = Signal(T * 8)
-        m.d.comb += [word_valid.eq(self.loader.resp_valid), word.eq(self.loader.resp_data)]
+        resp_valid, resp_data = self.loader.resp_valid, self.loader.resp_data
+        for n in range(LOADER_DELAY):
+            resp_valid_n = Signal(name=f"loader_valid{n + 1}")
+            resp_data_n = Signal.like(resp_data, name=f"loader_data{n + 1}", reset_less=True)
+            m.d.sync += [resp_valid_n.eq(resp_valid), resp_data_n.eq(resp_data)]
+            resp_valid, resp_data = resp_valid_n, resp_data_n
+        m.d.comb += [word_valid.eq(resp_valid), word.eq(resp_data)]
         with m.If(loading_bias & ~p.has_bias):
             m.d.comb += [word_valid.eq(unrecv_nz), word.eq(0)]
         words_per_unit = Signal(range(max(T, 4) + 1))

@@ -14,8 +14,9 @@ nothing is fitted):
 
 * **Phases** (``hdl/scheduler.py``, ``hdl/top.py``): CYCLES counts LOAD_A, LOAD_BIAS and RUN. LOAD_A
   (pipelined only) streams the R·Kin·T A words through the loader's single request port, one a cycle,
-  each granted the cycle after it was accepted, and ends with the last response ``mem_latency`` after
-  the last grant (R·Kin·T + 1 + ``mem_latency`` cycles). LOAD_BIAS reads 4 words per row block the same
+  each granted the cycle after it was accepted, and ends as the loader takes the last response
+  (``mem_latency`` after the last grant, registered ``LOADER_DELAY`` cycles: R·Kin·T + 1 + ``mem_latency`` +
+  ``LOADER_DELAY`` cycles). LOAD_BIAS reads 4 words per row block the same
   way, or (no bias) makes the 4·R zero words one a cycle without the memory. The subsets and the
   scheduler start RUN in its first cycle; RUN ends when ``settled``: every subset idle (from the cycle
   after its last output word) and the memory not ``busy`` (from the cycle after the last write's grant),
@@ -81,7 +82,7 @@ from hdl.config import Config, UserError, ceil_div
 from hdl.csr import memory_clients
 from hdl.memory import QUEUE_DEPTH
 from hdl.order import subset_items
-from hdl.scheduler import QUIET_DELAY
+from hdl.scheduler import LOADER_DELAY, QUIET_DELAY
 from hdl.subset import INFLIGHT_DEPTH, OUT_DEPTH, SETUP_CYCLES
 from sim.layout import MODES, plan
 
@@ -639,11 +640,12 @@ class _Run:
         self.fetch_client = [clients.index(f"fetch{s}") for s in range(S)]
         self.store_client = [clients.index(f"store{s}") for s in range(S)]
         # LOAD_A (pipelined only) and LOAD_BIAS: one word a cycle into the loader's request queue, each
-        # granted the cycle after, each phase over with its last response (mem_latency after the last grant);
+        # granted the cycle after, each phase over with its last response (mem_latency after the last grant,
+        # taken LOADER_DELAY cycles later);
         # without a bias the zero words need no memory
         k_all = Kin + (layers - 1) * 2 * R
-        self.load = (0 if conventional else R * k_all * T + 1 + cfg.mem_latency) \
-            + BIAS_WORDS * R * layers + (1 + cfg.mem_latency if has_bias else 0)
+        last = 1 + cfg.mem_latency + LOADER_DELAY           # from the last request to its word taken
+        self.load = (0 if conventional else R * k_all * T + last) + BIAS_WORDS * R * layers + (last if has_bias else 0)
         Bp = J * W
 
         def out_slot(step):         # hdl/subset.py, SETUP: slot(n), the step slot of the output region

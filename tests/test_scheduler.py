@@ -20,7 +20,16 @@ from blocksim import simulate
 
 from hdl.config import Config, ceil_div
 from hdl.order import subset_items
-from hdl.scheduler import CHECK_CYCLES, HANDOFF_GAP, QUIET_DELAY, Error, Phase, Scheduler, run_request
+from hdl.scheduler import (
+    CHECK_CYCLES,
+    HANDOFF_GAP,
+    LOADER_DELAY,
+    QUIET_DELAY,
+    Error,
+    Phase,
+    Scheduler,
+    run_request,
+)
 from sim.layout import plan
 from sim.workload import random_workload
 
@@ -352,7 +361,7 @@ def test_load_without_bias_writes_zeros_and_reads_nothing_for_them():
         assert sorted(run.biases) == [(0, 0, [0] * 4), (0, 1, [0] * 4), (1, 0, [0] * 4)]
         # with every read granted at once: A streams at one word a cycle; zero bias rows take no reads
         R, Kin = 3, 5
-        assert run.phases.count(Phase.LOAD_A) == R * Kin * cfg.tile + cfg.mem_latency
+        assert run.phases.count(Phase.LOAD_A) == R * Kin * cfg.tile + cfg.mem_latency + LOADER_DELAY
         assert 1 <= run.phases.count(Phase.LOAD_BIAS) <= 4 * R
 
     simulate(bench.dut, testbench)
