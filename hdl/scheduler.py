@@ -286,7 +286,9 @@ class Scheduler(wiring.Component):
         m.d.comb += words_per_unit.eq(Cat(loading_bias) * 4 + Cat(loading_a) * T)
         unit_done = word_valid & (r == words_per_unit - 1)
         unit = Cat(assembly[T * 8:], word)        # the newest word on top: word 0 ends at the bottom
-        m.d.comb += [
+        # the broadcast to every cluster leaves from registers (each subset registers it again on entry): a
+        # tile or bias row lands two cycles after its last word, long before a run reads it
+        m.d.sync += [
             self.load_tile.eq(unit[(max(T, 4) - T) * T * 8:]),
             self.load_bias.eq(unit[(max(T, 4) - 4) * T * 8:]),
             self.load_tile_en.eq(loading_a & unit_done),

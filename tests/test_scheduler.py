@@ -129,8 +129,10 @@ class Bench:
         busy_in = 0
         after = None
         done_allowed = False
+        phase = None
         for cycle in range(limit):
-            phase = Phase(ctx.get(dut.phase))
+            # the weight and bias writes leave from registers: a write belongs to the phase of the cycle before
+            write_phase, phase = phase, Phase(ctx.get(dut.phase))
             run.phases.append(phase)
             if hold_start is not None:
                 ctx.set(dut.start, phase not in (Phase.DONE, Phase.ERROR))
@@ -164,10 +166,10 @@ class Bench:
             if hasattr(dut, "load_all") and (ctx.get(dut.load_tile_en) or ctx.get(dut.load_bias_en)):
                 assert ctx.get(dut.load_all), f"cycle {cycle}: a pipelined load not sent to every subset"
             if ctx.get(dut.load_tile_en):
-                assert phase is Phase.LOAD_A, f"cycle {cycle}: tile write in {phase}"
+                assert write_phase is Phase.LOAD_A, f"cycle {cycle}: tile write in {write_phase}"
                 run.tiles.append((ctx.get(dut.load_cluster), ctx.get(dut.load_addr), list(ctx.get(dut.load_tile))))
             if ctx.get(dut.load_bias_en):
-                assert phase is Phase.LOAD_BIAS, f"cycle {cycle}: bias write in {phase}"
+                assert write_phase is Phase.LOAD_BIAS, f"cycle {cycle}: bias write in {write_phase}"
                 run.biases.append((ctx.get(dut.load_cluster), ctx.get(dut.load_bias_addr),
                                    list(ctx.get(dut.load_bias))))
 
