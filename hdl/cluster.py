@@ -29,7 +29,7 @@ class Cluster(wiring.Component):
     shift : the requantization shift (stable during a run).
     issue, rf_addr, bias_addr, first, last : stage 0 of a MAC (see :class:`CU`); ``bias_addr`` is the local
         row block of the group.
-    column : stage 1, the input column.
+    column : stage ``COLUMN_STAGE`` of a MAC (see :class:`CU`), the input column.
     out_valid, out_word : ``LATENCY`` cycles after a group's ``last`` issue, its T activated int8 values.
     overflow : with ``out_valid``: some accumulator of this result saturated to ``acc_width``.
     """
@@ -99,8 +99,8 @@ class Cluster(wiring.Component):
         # the host's LUT writes reach every cluster on the chip: registered here, beside its LUT copies (a
         # write lands a cycle later, long before a run reads it)
         lut_we = Signal(attrs=KEEP)
-        lut_addr = Signal.like(self.lut_addr, attrs=KEEP)
-        lut_data = Signal.like(self.lut_data, attrs=KEEP)
+        lut_addr = Signal.like(self.lut_addr, reset_less=True, attrs=KEEP)
+        lut_data = Signal.like(self.lut_data, reset_less=True, attrs=KEEP)
         m.d.sync += [lut_we.eq(self.lut_we), lut_addr.eq(self.lut_addr), lut_data.eq(self.lut_data)]
         m.d.comb += [lut_wr.en.eq(lut_we), lut_wr.addr.eq(lut_addr), lut_wr.data.eq(lut_data)]
         for r in range(T):

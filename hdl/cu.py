@@ -41,7 +41,7 @@ class CU(wiring.Component):
     issue, rf_addr, first, last : stage 0 — start a MAC of tile ``rf_addr``; ``first``/``last`` mark a group.
     bias : stage 1 (one cycle after ``issue``, the bias RAM's read latency) — the group's bias (used with
         ``first``).
-    column : stage ``COLUMN_STAGE`` (three cycles after ``issue``) — the input column.
+    column : stage ``COLUMN_STAGE`` (``COLUMN_STAGE`` cycles after ``issue``) — the input column.
     out_valid, out_acc : ``LATENCY`` cycles after the ``last`` issue of a group, for one cycle, its T sums.
     """
 

@@ -86,12 +86,13 @@ class Scheduler(wiring.Component):
     start : pulse; latches ``request`` and begins a run.
     request : the programmed run.
     params : derived run parameters, stable from LOAD_A to the next start.
-    load_* : weight and bias writes, broadcast to all subsets.
+    load_* : weight and bias writes, broadcast to all subsets (from registers).
     loader : memory client of the weight loader.
     items : one work-item stream per subset.
     subsets_idle, mem_busy : from the subsets and the memory (for done and the conventional step barrier);
         ``mem_busy`` is high while a memory request is queued or a read response is due.
-    progress : something moved this cycle (a grant, a MAC, a ring word, a dispatch); the watchdog's food.
+    progress : something moved (a grant, a MAC, a ring word, a dispatch), heard a fixed few cycles late;
+        the watchdog's food.
     phase, error : state and error code.
     """
 
@@ -288,9 +289,12 @@ class Scheduler(wiring.Component):
         unit = Cat(assembly[T * 8:], word)        # the newest word on top: word 0 ends at the bottom
         # the broadcast to every cluster leaves from registers (each subset registers it again on entry): a
         # tile or bias row lands two cycles after its last word, long before a run reads it
+        load_tile = Signal.like(self.load_tile, reset_less=True)
+        load_bias = Signal.like(self.load_bias, reset_less=True)
+        m.d.comb += [self.load_tile.eq(load_tile), self.load_bias.eq(load_bias)]
         m.d.sync += [
-            self.load_tile.eq(unit[(max(T, 4) - T) * T * 8:]),
-            self.load_bias.eq(unit[(max(T, 4) - 4) * T * 8:]),
+            load_tile.eq(unit[(max(T, 4) - T) * T * 8:]),
+            load_bias.eq(unit[(max(T, 4) - 4) * T * 8:]),
             self.load_tile_en.eq(loading_a & unit_done),
             self.load_bias_en.eq(loading_bias & unit_done),
             self.load_cluster.eq(cl),

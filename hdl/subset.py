@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.cluster import Cluster
 from hdl.config import KEEP, Config
-from hdl.cu import column_layout, tile_layout
+from hdl.cu import COLUMN_STAGE, column_layout, tile_layout
 from hdl.memory import MemClient
 from hdl.params import run_params, trace_entry, work_item
 from hdl.ring import ring_word
@@ -133,7 +133,8 @@ class Subset(wiring.Component):
     overflow : pulses when an accumulator saturated.
     fetching, fetch_kind : a read of this subset was granted, and what it read (for the traffic counters).
     tile_done : conventional mode — the last A tile of the current item arrived.
-    trace_addr, trace_data, trace_count : read port of the trace RAM; records written so far.
+    trace_addr, trace_data, trace_count : read port of the trace RAM; records taken so far (each is written
+        the cycle after it is counted).
     """
 
     def __init__(self, cfg: Config, index: int):
@@ -473,6 +474,7 @@ class Subset(wiring.Component):
             column = Mux(from_loop2, loop_q, buf_q)
         column_q = Signal.like(buf_rd.data, reset_less=True)
         m.d.sync += column_q.eq(column)
+        assert COLUMN_STAGE == 3, "the column: read address at stage 0, RAM register, output register, column_q"
         first_row = Signal(range(cfg.max_row_blocks + cfg.subsets * K + 1))   # row block of cluster 0 now
         m.d.comb += first_row.eq(Mux(conv, (ii * cfg.subsets + s_idx) * K, ii * K))
         rows_left = p.row_blocks - first_row
@@ -489,10 +491,10 @@ class Subset(wiring.Component):
         mine = self.load_all | (self.load_subset == s_idx)
         tile_en = Signal(K)
         bias_en = Signal(K)
-        load_addr = Signal.like(self.load_addr, attrs=KEEP)
-        load_tile = Signal.like(self.load_tile, attrs=KEEP)
-        load_bias_addr = Signal.like(self.load_bias_addr, attrs=KEEP)
-        load_bias = Signal.like(self.load_bias, attrs=KEEP)
+        load_addr = Signal.like(self.load_addr, reset_less=True, attrs=KEEP)
+        load_tile = Signal.like(self.load_tile, reset_less=True, attrs=KEEP)
+        load_bias_addr = Signal.like(self.load_bias_addr, reset_less=True, attrs=KEEP)
+        load_bias = Signal.like(self.load_bias, reset_less=True, attrs=KEEP)
         m.d.sync += [
             tile_en.eq(Cat(self.load_tile_en & mine & (self.load_cluster == c) for c in range(K))),
             bias_en.eq(Cat(self.load_bias_en & mine & (self.load_cluster == c) for c in range(K))),
@@ -603,13 +605,16 @@ class Subset(wiring.Component):
         # the cycle after its write, as the host reads it only once the run is over.
         m.submodules.trace = trace = Memory(shape=trace_entry(cfg), depth=cfg.trace_depth, init=[])
         tr_wr, tr_rd = trace.write_port(), trace.read_port()
+        record = Signal.like(tr_wr.data, reset_less=True)
+        record_addr = Signal.like(tr_wr.addr, reset_less=True)
         m.d.sync += [
             tr_wr.en.eq(trace_now & (self.trace_count < cfg.trace_depth)),
-            tr_wr.addr.eq(self.trace_count),
-            tr_wr.data.step.eq(item.step), tr_wr.data.column_block.eq(item.column_block),
-            tr_wr.data.begin.eq(inflight_r.begin), tr_wr.data.end.eq(self.cycle),
+            record_addr.eq(self.trace_count),
+            record.step.eq(item.step), record.column_block.eq(item.column_block),
+            record.begin.eq(inflight_r.begin), record.end.eq(self.cycle),
         ]
-        m.d.comb += [tr_rd.addr.eq(self.trace_addr), self.trace_data.eq(tr_rd.data)]
+        m.d.comb += [tr_wr.addr.eq(record_addr), tr_wr.data.eq(record),
+                     tr_rd.addr.eq(self.trace_addr), self.trace_data.eq(tr_rd.data)]
         with m.If(self.start):
             m.d.sync += self.trace_count.eq(0)
         with m.Elif(trace_now):

@@ -139,22 +139,24 @@ class Top(wiring.Component):
                      for a, sub in zip(active, subsets, strict=True)]
         mac_step = Signal(range(S * cfg.clusters * T * T + 1))
         m.d.sync += mac_step.eq(sum(active) * (T * T))
-        # the per-subset strobes of a RUN cycle (and the overflow pulses) are registered, counted in the next
-        # cycle: the counters sit beside the host, the subsets anywhere on the chip. Complete a cycle after the
-        # run's last one, long before DONE (QUIET_DELAY and the memory's drain come first).
-        in_run = [Signal(name=f"{name.lower()}_strobe") for name in per_subset]
-        overflowed = Signal()
-        m.d.sync += [r.eq(strobe & (phase == Phase.RUN)) for r, (_, strobe) in zip(in_run, per_subset.values(),
-                                                                                  strict=True)]
-        m.d.sync += overflowed.eq(Cat(sub.overflow for sub in subsets).any() & (phase == Phase.RUN))
+        # the per-subset strobes and overflow pulses are registered as they leave their subsets, the RUN flag
+        # beside the counters, and counted in the next cycle (the counters sit beside the host, the subsets
+        # anywhere on the chip). The strobes are all low in a run's last cycles (the subsets are idle
+        # QUIET_DELAY cycles and more before DONE), so the counts are final when DONE shows.
+        in_run = Signal()
+        strobes = Signal(len(per_subset), name="counter_strobes")
+        pulses = Signal(S, name="overflow_pulses")
+        m.d.sync += [in_run.eq(phase == Phase.RUN), strobes.eq(Cat(strobe for _, strobe in per_subset.values())),
+                     pulses.eq(Cat(sub.overflow for sub in subsets))]
         with m.If(starting):
             m.d.sync += [macs.eq(0), overflow.eq(0)]
             m.d.sync += [counter.eq(0) for counter, _ in per_subset.values()]
         with m.Else():
             m.d.sync += macs.eq(macs + mac_step)
-            m.d.sync += [counter.eq(counter + r) for r, (counter, _) in zip(in_run, per_subset.values(), strict=True)]
-            with m.If(overflowed):
-                m.d.sync += overflow.eq(1)
+            with m.If(in_run):
+                m.d.sync += [counter.eq(counter + strobes[n]) for n, (counter, _) in enumerate(per_subset.values())]
+                with m.If(pulses.any()):
+                    m.d.sync += overflow.eq(1)
         values.update({name: counter for name, (counter, _) in per_subset.items()})
         # traffic by kind: the weight loader's reads by phase, the subsets' reads by what they fetch
         loader_read = sched.loader.req.valid & sched.loader.req.ready
