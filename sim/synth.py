@@ -925,7 +925,8 @@ class PlaceRoute:
 
 def place_and_route(syn: Synthesis, build_dir: Path, *, seed: int = 1, route: bool = True) -> PlaceRoute:
     """nextpnr on ``top.json``: utilisation, Fmax of ``clk`` and the critical path; without ``route``, the
-    placement only and nextpnr's Fmax estimate after it (minutes where routing a large build takes hours)."""
+    placement only and nextpnr's Fmax estimate after it (minutes where routing a large build takes hours).
+    The placed (or routed) netlist is kept as ``placed.json`` for ``scripts/paths.py --placed``."""
     target = syn.target
     cmd = [*_tool(target.nextpnr, "rnnpipe synth"), *target.device, "--json", "top.json",
            "--freq", str(target.freq_mhz), "--seed", str(seed), "--timing-allow-fail",
