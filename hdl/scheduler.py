@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.cluster import SHIFT_BITS
 from hdl.config import Config
 from hdl.cu import tile_layout
+from hdl.dsp import PRODUCT_LATENCY, registered_product
 from hdl.memory import MemClient
 from hdl.params import STEP_BITS, run_params, work_item
 from hdl.subset import SETUP_CYCLES, mem_tag_width
@@ -32,7 +33,7 @@ class Error(enum.IntEnum, shape=8):
 
 
 #: cycles of the CHECK phase (registered stages; see ``Scheduler.elaborate``)
-CHECK_CYCLES = 7
+CHECK_CYCLES = 5 + 2 * PRODUCT_LATENCY
 #: cycles after a hand-off in which that subset is offered no item (its counters and flags settle)
 HANDOFF_GAP = 2
 #: cycles from the subsets all idle and the memory not busy to ``settled`` (the inputs are registered
@@ -130,10 +131,10 @@ class Scheduler(wiring.Component):
         phase = self.phase
 
         # ---- CHECK: derive the block counts, then refuse what the build cannot run -------------------
-        # CHECK_CYCLES registered stages, at most one product or one wide add/compare each: 0 the block
-        # counts and the checks of single fields; 1 the per-run products; 2 every layer's input row blocks;
-        # 3 the region sizes; 4 their ends; 5 the region compares; 6 the verdict and the params. CYCLES does
-        # not count CHECK.
+        # CHECK_CYCLES registered stages, at most one wide add/compare each, a product PRODUCT_LATENCY stages
+        # (registers on both sides: its DSP block may be across the chip): the block counts and the checks of
+        # single fields; the per-run products; every layer's input row blocks; the region sizes (products);
+        # their ends; the region compares; the verdict and the params. CYCLES does not count CHECK.
         with m.If(self.start & (phase != Phase.CHECK) & (phase != Phase.LOAD_A) & (phase != Phase.LOAD_BIAS)
                   & (phase != Phase.RUN)):
             m.d.sync += [req.eq(self.request), phase.eq(Phase.CHECK), self.error.eq(Error.NONE)]
@@ -185,10 +186,11 @@ class Scheduler(wiring.Component):
         k_upper = Signal(range(2 * S * cfg.max_row_blocks + 1))
         k_all = Signal(range(cfg.max_k_blocks + 2 * S * cfg.max_row_blocks + 1))
         bias_words = Signal(range(4 * S * cfg.max_row_blocks + 1))
-        m.d.sync += [
-            h0_words.eq(batch_pad * row_blocks), x_words.eq(batch_pad * input_blocks),
-            k_upper.eq(Mux(stacked, (n_layers - 1) * Cat(0, row_blocks), 0)),
-            bias_words.eq(Cat(0, 0, row_blocks) * n_layers),
+        m.d.comb += [
+            h0_words.eq(registered_product(m, batch_pad, row_blocks, name="h0_words_p")),
+            x_words.eq(registered_product(m, batch_pad, input_blocks, name="x_words_p")),
+            k_upper.eq(Mux(stacked, registered_product(m, n_layers - 1, Cat(0, row_blocks), name="k_upper_p"), 0)),
+            bias_words.eq(registered_product(m, Cat(0, 0, row_blocks), n_layers, name="bias_words_p")),
         ]
         # stage 2: every layer's input row blocks
         m.d.sync += k_all.eq(row_blocks + input_blocks + k_upper)
@@ -201,11 +203,13 @@ class Scheduler(wiring.Component):
         size_bits = (sat * max(cfg.max_batch * max(cfg.max_row_blocks, cfg.max_input_blocks), 1)).bit_length()
         sizes = {name: Signal(max(size_bits, count_bits), name=f"size_{name}")
                  for name in ("a", "bias", "h0", "x", "out")}
-        m.d.sync += [
-            sizes["a"].eq(row_blocks * k_all * T), sizes["bias"].eq(Mux(req.has_bias, bias_words, 0)),
-            sizes["h0"].eq(h0_words * n_layers), sizes["x"].eq(steps_sat * x_words),
-            sizes["out"].eq(out_steps * h0_words),
+        m.d.comb += [
+            sizes["a"].eq(registered_product(m, row_blocks, k_all, name="size_a_p") * T),
+            sizes["h0"].eq(registered_product(m, h0_words, n_layers, name="size_h0_p")),
+            sizes["x"].eq(registered_product(m, steps_sat, x_words, name="size_x_p")),
+            sizes["out"].eq(registered_product(m, out_steps, h0_words, name="size_out_p")),
         ]
+        m.d.sync += sizes["bias"].eq(Mux(req.has_bias, bias_words, 0))
         # stage 4: their ends; stage 5: the compares; stage 6: the verdict
         bases = {"a": req.base_a, "bias": req.base_bias, "h0": req.base_h0, "x": req.base_x, "out": req.base_out}
         ends = {name: Signal(len(sizes[name]) + 1, name=f"end_{name}") for name in sizes}

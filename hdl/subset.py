@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from hdl.cluster import Cluster
 from hdl.config import KEEP, Config
 from hdl.cu import COLUMN_STAGE, column_layout, tile_layout
+from hdl.dsp import PRODUCT_LATENCY, registered_product
 from hdl.memory import MemClient
 from hdl.params import run_params, trace_entry, work_item
 from hdl.ring import ring_word
@@ -19,8 +20,9 @@ __all__ = ["Subset", "mem_tag_width", "SETUP_CYCLES"]
 OUT_DEPTH = 4
 #: work items that may be between compute start and their last output word
 INFLIGHT_DEPTH = 8
-#: cycles a fill spends in SETUP: the item's address products (registered, DSP-sized), partial sums, the addresses
-SETUP_CYCLES = 3
+#: cycles a fill spends in SETUP: the item's address products (registered on both sides, DSP-sized), partial
+#: sums, the addresses
+SETUP_CYCLES = PRODUCT_LATENCY + 2
 
 
 def mem_tag_width(cfg: Config) -> int:
@@ -262,18 +264,18 @@ class Subset(wiring.Component):
         a_first, a_stride, a_next = (Signal(cfg.mem_addr_bits, name=n) for n in ("a_first", "a_stride", "a_next"))
         m.d.sync += [a_first.eq(p.base_a + (s_idx * K * T) * p.k_blocks),
                      a_stride.eq((cfg.subsets * K * T) * p.k_blocks)]
-        # SETUP, first cycle: the item's products, each one multiplier with registers on both sides; second
-        # cycle: partial sums, third: the addresses — one carry chain a cycle
+        # SETUP, first PRODUCT_LATENCY cycles: the item's products, each one multiplier with registers on both
+        # sides; next cycle: partial sums; last: the addresses — one carry chain a cycle
         #   x rows at base_x + ((step-1)·Bp + cb·W)·Ri = base_x + (step-1)·x_words + (cb·Ri)·W
         #   h rows at h0_base + (cb·R)·W (step 1), or in conventional mode at base_out + slot(step-1)·Bp·R + (cb·R)·W
         #   output words at base_out + slot(step)·Bp·R + (cb·R)·W + first row block, where slot(n), the step slot of
         #   the output region step n goes to, is n - 1 (every step written), (n - 1) mod 2 (conventional last-only:
         #   two slots in turn, the next step reads the previous one back), else 0 (the last step's only)
         log_w = W.bit_length() - 1
-        px, ph = Signal(cfg.mem_addr_bits), Signal(cfg.mem_addr_bits)
-        pcx, pch = Signal(cfg.mem_addr_bits), Signal(cfg.mem_addr_bits)
-        m.d.sync += [px.eq(f_sm1 * p.x_words), ph.eq(f_sm1 * p.h0_words),
-                     pcx.eq((f_cb * p.input_blocks) << log_w), pch.eq((f_cb * p.row_blocks) << log_w)]
+        px = registered_product(m, f_sm1, p.x_words, name="px")[:cfg.mem_addr_bits]
+        ph = registered_product(m, f_sm1, p.h0_words, name="ph")[:cfg.mem_addr_bits]
+        pcx = (registered_product(m, f_cb, p.input_blocks, name="pcx") << log_w)[:cfg.mem_addr_bits]
+        pch = (registered_product(m, f_cb, p.row_blocks, name="pch") << log_w)[:cfg.mem_addr_bits]
         # slot(step) = step - 1 (all steps), (step - 1) mod 2 (conventional last-only), else 0; slot(step - 1)
         # the same one step back. Partial sums (from the products and per-run registers):
         #   h rows: h0_base + pch (step 1), else base_out + pch + (ph - h0_words, or h0_words / 0 by parity)
