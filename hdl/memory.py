@@ -20,7 +20,7 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from hdl.config import Config, ceil_div
 
-__all__ = ["MemRequest", "MemClient", "GlobalMemory", "bank_split", "QUEUE_DEPTH"]
+__all__ = ["MemRequest", "MemClient", "GlobalMemory", "bank_split", "bank_input_stage", "QUEUE_DEPTH"]
 
 #: Width of every read/write counter.
 COUNTER_BITS = 48
@@ -129,6 +129,12 @@ class MemClient(wiring.Signature):
     def __repr__(self):
         return f"MemClient(mem_words={self._cfg.mem_words}, word_bits={self._cfg.word_bits}, " \
                f"tag_width={self._tag_width})"
+
+
+def bank_input_stage(cfg: Config) -> int:
+    """1 when the granted request is registered on its way to the bank (``mem_latency`` ≥ 5 leaves room for it
+    beside the registered grant, the bank's read and output registers and the response registers), else 0."""
+    return int(cfg.mem_latency >= 5)
 
 
 def _or_all(values):
@@ -362,29 +368,43 @@ class GlobalMemory(wiring.Component):
             g_tag = Signal(self._tag_width, name=f"b{b}_tag")
             for sel, field in ((g_row, "row"), (g_data, "data"), (g_tag, "tag")):
                 m.d.comb += sel.eq(_or_all(Mux(pick[c], heads[c][field], 0) for c in range(n)))
+            g_we = pick.any() & g_write
+            if bank_input_stage(cfg):
+                # the granted request is registered before it goes to the bank: a bank is many block RAMs
+                # (the default build's are 32 each) all over the chip, and its address, data and write enable
+                # reach every one of them (reads and writes alike a cycle later: their order is kept)
+                r_row = Signal.like(g_row, name=f"b{b}_row_in", reset_less=True)
+                r_data = Signal.like(g_data, name=f"b{b}_data_in", reset_less=True)
+                r_we = Signal(name=f"b{b}_we_in")
+                m.d.sync += [r_row.eq(g_row), r_data.eq(g_data), r_we.eq(g_we)]
+                g_row, g_data, g_we = r_row, r_data, r_we
+                in_flight.append(r_we)                  # a granted write is not in the bank yet
 
             memory = m.submodules[f"bank{b}"] = Memory(shape=cfg.word_bits, depth=self.bank_depth, init=[])
             write_port = memory.write_port()
             read_port = memory.read_port()
             m.d.comb += [
-                write_port.en.eq(pick.any() & g_write), write_port.addr.eq(g_row), write_port.data.eq(g_data),
+                write_port.en.eq(g_we), write_port.addr.eq(g_row), write_port.data.eq(g_data),
                 read_port.addr.eq(g_row),     # read every cycle: data nobody asked for is ignored
             ]
             # a read's client travels one-hot beside its valid flag, so delivery is an AND-OR with no compare;
-            # stage 2 is the bank's own read register
+            # the stage after the bank's input is the bank's own read register
             valid = Signal(name=f"b{b}_valid1")
             client, tag = pick, g_tag
             m.d.comb += valid.eq(pick.any() & ~g_write)       # in ``busy`` through its queue (above)
             word = None
             # with three stages or more the last is a register per client (below), each near its client
             last_bank_stage = cfg.mem_latency - (cfg.mem_latency >= 3)
+            read_stage = 2 + bank_input_stage(cfg)
             for stage in range(2, last_bank_stage + 1):
                 next_valid = Signal(name=f"b{b}_valid{stage}")
                 next_client = Signal(n, name=f"b{b}_client{stage}")
                 next_tag = Signal(self._tag_width, name=f"b{b}_tag{stage}", reset_less=True)
                 m.d.sync += [next_valid.eq(valid), next_client.eq(client), next_tag.eq(tag)]
-                if word is None:
-                    next_word = read_port.data          # stage 2: the bank's own read register
+                if stage < read_stage:
+                    next_word = None
+                elif word is None:
+                    next_word = read_port.data          # the bank's own read register
                 else:
                     # reset-less: the register right after the block RAM can be its output register
                     next_word = Signal(cfg.word_bits, name=f"b{b}_data{stage}", reset_less=True)

@@ -16,7 +16,7 @@ from amaranth.sim import Simulator
 from blocksim import simulate
 
 from hdl.config import Config
-from hdl.memory import QUEUE_DEPTH, GlobalMemory, MemClient, MemRequest, bank_split
+from hdl.memory import QUEUE_DEPTH, GlobalMemory, MemClient, MemRequest, bank_input_stage, bank_split
 
 N_CLIENTS = 3
 TAG_WIDTH = 3
@@ -52,6 +52,7 @@ class Model:
         self.leaving = set()                               # clients granted in the last cycle
         self.due = [deque() for _ in range(N_CLIENTS)]      # per client: (cycle, data, tag), in order
         self.read_grants = []                              # cycles of every read grant
+        self.write_grants = []                             # cycles of every write grant
         self.reads = [0] * N_CLIENTS
         self.writes = [0] * N_CLIENTS
 
@@ -59,6 +60,7 @@ class Model:
         if request.write:
             self.words[request.addr] = request.data
             self.writes[client] += 1
+            self.write_grants.append(cycle)
         else:
             self.due[client].append((cycle + self.cfg.mem_latency, self.words.get(request.addr, 0),
                                      request.tag))
@@ -66,8 +68,10 @@ class Model:
             self.reads[client] += 1
 
     def busy(self, cycle):
+        # with a bank input stage a granted write is on its way to the bank two cycles after its grant
         return (any(self.queues)
-                or any(g < cycle <= g + self.cfg.mem_latency for g in self.read_grants))
+                or any(g < cycle <= g + self.cfg.mem_latency for g in self.read_grants)
+                or (bank_input_stage(self.cfg) and any(cycle == g + 2 for g in self.write_grants)))
 
     def idle(self):
         return not any(self.queues) and not any(self.due)
@@ -162,7 +166,7 @@ def random_request(rng, cfg):
 
 # ---- tests ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("depth", [1, 2, QUEUE_DEPTH])
-@pytest.mark.parametrize("latency", [2, 3])
+@pytest.mark.parametrize("latency", [2, 3, 5])
 @pytest.mark.parametrize("banks", [1, 2, 3, 4])
 def test_random_traffic_matches_model(banks, latency, depth):
     cfg = small_config(banks, latency)
@@ -188,7 +192,7 @@ def test_random_traffic_matches_model(banks, latency, depth):
     simulate(dut, testbench)
 
 
-@pytest.mark.parametrize("latency", [2, 4])
+@pytest.mark.parametrize("latency", [2, 4, 6])
 @pytest.mark.parametrize("banks", [1, 2, 3])
 def test_back_to_back_requests_go_at_full_rate(banks, latency):
     # Up to P clients, each alone on its own bank, issue a request every cycle: every one is accepted
