@@ -53,6 +53,8 @@ class Config:
         the cycle after and its read register is the second stage). This is the one definition: a request is
         granted at the earliest the cycle after the memory accepted it into its port's request queue
         (``hdl/memory.py``), so a read answers at the earliest ``mem_latency + 1`` cycles after acceptance.
+        From 5 on the granted request is registered on its way to the bank too (``hdl.memory.bank_input_stage``:
+        a bank is block RAMs all over the chip), which is what the default's 5 is for.
     acc_width : width the accumulator saturates to before requantization (sticky overflow flag).
     trace_depth : events each subset's trace RAM holds.
     watchdog_cycles : a run in which nothing progresses (no memory grant, MAC, ring word or dispatch) for
@@ -71,7 +73,7 @@ class Config:
     fifo_depth: int = 8
     mem_words: int = 32768
     mem_bandwidth: int = 2
-    mem_latency: int = 4
+    mem_latency: int = 5
     acc_width: int = 32
     trace_depth: int = 1024
     watchdog_cycles: int = 1 << 14
