@@ -197,6 +197,7 @@ class Subset(wiring.Component):
         half_cb = [Signal(range(cfg.max_col_blocks), name=f"half{h}_cb") for h in range(2)]
         half_out = [Signal(cfg.mem_addr_bits, name=f"half{h}_out_base") for h in range(2)]
         half_last = [Signal(name=f"half{h}_last") for h in range(2)]    # the item is of the last step
+        half_first = [Signal(name=f"half{h}_first") for h in range(2)]  # the item is of step 1
 
         # ---- fill side ------------------------------------------------------------------------------
         conv = p.conventional
@@ -386,7 +387,7 @@ class Subset(wiring.Component):
             for h in range(2):
                 with m.If(fill_half == h):
                     m.d.sync += [half_full[h].eq(1), half_step[h].eq(f_step), half_cb[h].eq(f_cb),
-                                 half_out[h].eq(f_out_base), half_last[h].eq(f_last)]
+                                 half_out[h].eq(f_out_base), half_last[h].eq(f_last), half_first[h].eq(first_step)]
 
         # ---- compute side ---------------------------------------------------------------------------
         inflight_layout = data.StructLayout({"item": work_item(cfg), "begin": 32, "out_base": cfg.mem_addr_bits,
@@ -404,9 +405,15 @@ class Subset(wiring.Component):
         ck = Signal(range(cfg.max_k_blocks))
         cmp_ready = half_full.bit_select(cmp_half, 1)
         start_step = Mux(cmp_half, half_step[1], half_step[0])
+        start_first = Mux(cmp_half, half_first[1], half_first[0])      # start_step == 1
         run_cb = Mux(cmp_half, half_cb[1], half_cb[0])
-        # stacked: step t-1 of this column block must have left (items finish in order, J apart)
-        loop_ok = ~stacked | (start_step == 1) | (inflight.level < p.col_blocks)
+        # stacked: step t-1 of this column block must have left (items finish in order, J apart), i.e. fewer
+        # than J items in flight. The in-flight count is kept beside the queue with "count < J" for the count
+        # one less, the same and one more worked out from registers a cycle ahead, so the start decision is
+        # a few gates from registers.
+        in_flight = Signal.like(inflight.level)     # inflight.level, counted here
+        room = Signal(init=1)                # in_flight < J (J = p.col_blocks ≥ 1), registered
+        loop_ok = ~stacked | start_first | room
         do_start = ~running & cmp_ready & inflight.w_rdy & loop_ok
         rounds = Signal.like(p.cluster_row_blocks)      # local row blocks per cluster in this subset
         m.d.sync += rounds.eq(Mux(conv, _rounds(p, s_idx, cfg), p.cluster_row_blocks))
@@ -469,7 +476,7 @@ class Subset(wiring.Component):
             loop, loop_rd = loop_ram.write_port(), loop_ram.read_port()
             from_loop, from_loop2 = Signal(), Signal()
             m.d.comb += loop_rd.addr.eq(Cat(cw, ck[:rb_bits], run_cb[:cb_bits], ~start_step[0]))
-            m.d.sync += [from_loop.eq(stacked & (start_step != 1) & (ck < p.row_blocks)),
+            m.d.sync += [from_loop.eq(stacked & ~start_first & (ck < p.row_blocks)),
                          from_loop2.eq(from_loop)]                   # aligned with the registered data
             loop_q = Signal.like(loop_rd.data, reset_less=True)
             m.d.sync += loop_q.eq(loop_rd.data)
@@ -596,6 +603,15 @@ class Subset(wiring.Component):
         with m.Elif(group_done):
             m.d.sync += grp_off.eq(grp_off + p.row_blocks)
         m.d.comb += [outq.r_en.eq(group_done), inflight.r_en.eq(trace_now)]
+        # the in-flight count and its "< J" flag for the next cycle: the three compares from registers, the
+        # choice among them by this cycle's start and end of an item
+        m.d.sync += in_flight.eq(in_flight + do_start - trace_now)
+        with m.If(do_start & ~trace_now):
+            m.d.sync += room.eq(in_flight + 1 < p.col_blocks)
+        with m.Elif(trace_now & ~do_start):
+            m.d.sync += room.eq(in_flight <= p.col_blocks)
+        with m.Else():
+            m.d.sync += room.eq(in_flight < p.col_blocks)
         with m.If(do_issue & group_start & ~group_done):
             m.d.sync += credits.eq(credits - 1)
         with m.Elif(group_done & ~(do_issue & group_start)):
