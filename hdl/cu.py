@@ -7,11 +7,13 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.config import KEEP, Config
 
-__all__ = ["CU", "tile_layout", "column_layout", "TREE_STAGES", "COLUMN_STAGE"]
+__all__ = ["CU", "tile_layout", "column_layout", "TREE_STAGES", "COLUMN_STAGE", "PRODUCT_STAGES"]
 
 #: pipeline stages of the row reduction: at most two adder levels each (two for T ≤ 16, so ``LATENCY`` is
 #: the same for every tile edge the config accepts)
 TREE_STAGES = 2
+#: registers of a product: the DSP block's own, then a fabric flip-flop beside the adder tree
+PRODUCT_STAGES = 2
 #: cycles after ``issue`` the input column comes in: the input buffer's read, its output register, and a
 #: register after the subset's choice of buffer or loop RAM, from which the column crosses the chip to the
 #: multipliers (their input registers)
@@ -46,7 +48,7 @@ class CU(wiring.Component):
     """
 
     #: cycles from the ``last`` issue of a group to ``out_valid``
-    LATENCY = COLUMN_STAGE + 2 + TREE_STAGES + 1
+    LATENCY = COLUMN_STAGE + 1 + PRODUCT_STAGES + TREE_STAGES + 1
 
     def __init__(self, cfg: Config):
         self._cfg = cfg
@@ -104,12 +106,17 @@ class CU(wiring.Component):
         for r in range(T):
             for c in range(T):
                 m.d.sync += products[r * T + c].eq(tile[r * T + c] * column[r][c])
-        v_p, first_p, last_p, bias_p = Signal(), Signal(), Signal(), Signal.like(self.bias, reset_less=True)
-        m.d.sync += [v_p.eq(v), first_p.eq(first), last_p.eq(last), bias_p.eq(bias)]
-        v, first, last, bias = v_p, first_p, last_p, bias_p
+        # stage COLUMN_STAGE + 3: the products again, in fabric flip-flops on their way to the adders (a MAC
+        # array's T² DSP blocks are spread along the device's DSP rows; its adder tree is in one place)
+        landed = Signal.like(products, reset_less=True)
+        m.d.sync += landed.eq(products)
+        for _ in range(PRODUCT_STAGES):
+            v_p, first_p, last_p, bias_p = Signal(), Signal(), Signal(), Signal.like(self.bias, reset_less=True)
+            m.d.sync += [v_p.eq(v), first_p.eq(first), last_p.eq(last), bias_p.eq(bias)]
+            v, first, last, bias = v_p, first_p, last_p, bias_p
 
         # the next TREE_STAGES stages: reduce each row of products, two adder levels per stage
-        rows = [[products[r * T + c] for c in range(T)] for r in range(T)]
+        rows = [[landed[r * T + c] for c in range(T)] for r in range(T)]
         for n in range(TREE_STAGES):
             rows = [_tree_levels(terms, 2) for terms in rows]
             regs = []
