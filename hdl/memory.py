@@ -219,8 +219,8 @@ class GlobalMemory(wiring.Component):
     the granted head goes to its bank and leaves its queue, and the arbiters see the entry behind it
     instead. A head waiting for its bank is granted within ``n_clients`` cycles, whatever the others do.
     With three entries a client keeps issuing one request per cycle while its heads are granted back to
-    back. The bank is accessed the cycle after the grant and its read register is stage 2, so
-    ``cfg.mem_latency`` is at least 2.
+    back. The bank is accessed the cycle after the grant (two cycles after it from ``mem_latency`` 5 on:
+    :func:`bank_input_stage`) and its read register is the next stage, so ``cfg.mem_latency`` is at least 2.
 
     Members
     -------
