@@ -187,10 +187,10 @@ class Scheduler(wiring.Component):
         k_all = Signal(range(cfg.max_k_blocks + 2 * S * cfg.max_row_blocks + 1))
         bias_words = Signal(range(4 * S * cfg.max_row_blocks + 1))
         m.d.comb += [
-            h0_words.eq(registered_product(m, batch_pad, row_blocks, name="h0_words_p")),
-            x_words.eq(registered_product(m, batch_pad, input_blocks, name="x_words_p")),
-            k_upper.eq(Mux(stacked, registered_product(m, n_layers - 1, Cat(0, row_blocks), name="k_upper_p"), 0)),
-            bias_words.eq(registered_product(m, Cat(0, 0, row_blocks), n_layers, name="bias_words_p")),
+            h0_words.eq(registered_product(m, batch_pad, row_blocks, name="h0_words_prod")),
+            x_words.eq(registered_product(m, batch_pad, input_blocks, name="x_words_prod")),
+            k_upper.eq(Mux(stacked, registered_product(m, n_layers - 1, Cat(0, row_blocks), name="k_upper_prod"), 0)),
+            bias_words.eq(registered_product(m, Cat(0, 0, row_blocks), n_layers, name="bias_words_prod")),
         ]
         # stage 2: every layer's input row blocks
         m.d.sync += k_all.eq(row_blocks + input_blocks + k_upper)
@@ -204,10 +204,10 @@ class Scheduler(wiring.Component):
         sizes = {name: Signal(max(size_bits, count_bits), name=f"size_{name}")
                  for name in ("a", "bias", "h0", "x", "out")}
         m.d.comb += [
-            sizes["a"].eq(registered_product(m, row_blocks, k_all, name="size_a_p") * T),
-            sizes["h0"].eq(registered_product(m, h0_words, n_layers, name="size_h0_p")),
-            sizes["x"].eq(registered_product(m, steps_sat, x_words, name="size_x_p")),
-            sizes["out"].eq(registered_product(m, out_steps, h0_words, name="size_out_p")),
+            sizes["a"].eq(registered_product(m, row_blocks, k_all, name="size_a_prod") * T),
+            sizes["h0"].eq(registered_product(m, h0_words, n_layers, name="size_h0_prod")),
+            sizes["x"].eq(registered_product(m, steps_sat, x_words, name="size_x_prod")),
+            sizes["out"].eq(registered_product(m, out_steps, h0_words, name="size_out_prod")),
         ]
         m.d.sync += sizes["bias"].eq(Mux(req.has_bias, bias_words, 0))
         # stage 4: their ends; stage 5: the compares; stage 6: the verdict
