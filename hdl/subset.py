@@ -515,11 +515,20 @@ class Subset(wiring.Component):
             cl = Cluster(cfg)
             m.submodules[f"cluster{c}"] = cl
             clusters.append(cl)
+            # the cluster's tile writes from registers of its own (in conventional mode they come straight off a
+            # memory response, from across the chip): a tile lands a cycle after its last word, and the item
+            # that reads it starts two cycles after that word at the earliest
+            wr_en = Signal(name=f"c{c}_tile_en")
+            wr_addr = Signal.like(cl.load_addr, name=f"c{c}_tile_addr", reset_less=True, attrs=KEEP)
+            wr_tile = Signal.like(cl.load_tile, name=f"c{c}_tile", reset_less=True, attrs=KEEP)
+            m.d.sync += [
+                wr_en.eq(Mux(conv, resp_tile & tile_word & (a_recv.c == c), tile_en[c])),
+                wr_addr.eq(Mux(conv, a_recv.ii * cfg.max_k_blocks + a_recv.k + Mux(fill_half, conv_set, 0),
+                               load_addr)),
+                wr_tile.eq(Mux(conv, own_tile, load_tile)),
+            ]
             m.d.comb += [
-                cl.load_tile_en.eq(Mux(conv, resp_tile & tile_word & (a_recv.c == c), tile_en[c])),
-                cl.load_addr.eq(Mux(conv, a_recv.ii * cfg.max_k_blocks + a_recv.k + Mux(fill_half, conv_set, 0),
-                                    load_addr)),
-                cl.load_tile.eq(Mux(conv, own_tile, load_tile)),
+                cl.load_tile_en.eq(wr_en), cl.load_addr.eq(wr_addr), cl.load_tile.eq(wr_tile),
                 cl.load_bias_en.eq(bias_en[c]),
                 cl.load_bias_addr.eq(load_bias_addr), cl.load_bias.eq(load_bias),
                 cl.lut_we.eq(self.lut_we), cl.lut_addr.eq(self.lut_addr), cl.lut_data.eq(self.lut_data),
