@@ -192,6 +192,27 @@ def test_random_traffic_matches_model(banks, latency, depth):
     simulate(dut, testbench)
 
 
+@pytest.mark.parametrize("latency", [2, 5])
+def test_busy_covers_a_lone_write_until_it_is_in_the_bank(latency):
+    # one write, then nothing: busy from the cycle after its acceptance through its grant, and with a bank
+    # input stage (latency ≥ 5) also the cycle it spends on its way to the bank; the model checks every cycle
+    cfg = small_config(1, latency)
+    dut = GlobalMemory(cfg, N_CLIENTS, TAG_WIDTH)
+
+    async def testbench(ctx):
+        model = Model(cfg)
+        pending = [Request(addr=5, write=True, data=0x1234, tag=0), None, None]
+        busy = []
+        for cycle in range(8):
+            await cycle_step(ctx, dut, cfg, model, cycle, pending)      # checks busy against the model
+            pending = [None] * N_CLIENTS
+            busy.append(ctx.get(dut.busy))                              # busy of cycle + 1
+        # accepted in cycle 0 (busy in 1), granted in 1, on its way to the bank in 3 with the input stage
+        assert busy == [1, 0, bank_input_stage(cfg), 0, 0, 0, 0, 0], busy
+
+    simulate(dut, testbench)
+
+
 @pytest.mark.parametrize("latency", [2, 4, 6])
 @pytest.mark.parametrize("banks", [1, 2, 3])
 def test_back_to_back_requests_go_at_full_rate(banks, latency):
