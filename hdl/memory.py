@@ -240,8 +240,9 @@ class GlobalMemory(wiring.Component):
         High while a request of any client is queued (from the cycle after it entered its queue up to and
         including the cycle of its grant) or a granted read has not yet been delivered (from the cycle
         after its grant up to and including the cycle its ``resp_valid`` is high). Low means every
-        accepted write is in the memory (visible to every read granted from then on) and no response is
-        due. A register OR, no logic of the cycle's requests.
+        accepted write is granted — visible to every read granted from then on; it is in its bank by the
+        end of the next cycle (:func:`bank_input_stage`) — and no response is due. A register OR, no logic
+        of the cycle's requests.
     """
 
     def __init__(self, cfg: Config, n_clients: int, tag_width: int, queue_depth: int = QUEUE_DEPTH):
@@ -378,7 +379,6 @@ class GlobalMemory(wiring.Component):
                 r_we = Signal(name=f"b{b}_we_in")
                 m.d.sync += [r_row.eq(g_row), r_data.eq(g_data), r_we.eq(g_we)]
                 g_row, g_data, g_we = r_row, r_data, r_we
-                in_flight.append(r_we)                  # a granted write is not in the bank yet
 
             memory = m.submodules[f"bank{b}"] = Memory(shape=cfg.word_bits, depth=self.bank_depth, init=[])
             write_port = memory.write_port()
