@@ -106,8 +106,8 @@ class Top(wiring.Component):
         grants = [cl.req.valid & cl.req.ready for cl in mem.clients]
         moves = [sub.computing | (sub.ring_in.valid & sub.ring_in.ready) | (sub.items.valid & sub.items.ready)
                  for sub in subsets]
-        # registered twice: the watchdog hears of a cycle's progress two cycles later, each source registered
-        # where it is (the handshakes are deep logic all over the chip), their OR beside the scheduler
+        # registered twice: the watchdog hears of a cycle's progress two cycles later, the sources (handshakes
+        # from all over the chip) into one register each, their OR into the next
         heard = Signal(len(grants) + len(moves) + 3)
         m.d.sync += heard.eq(Cat(*grants, *moves, mem.busy, sched.load_tile_en, sched.load_bias_en))
         m.d.sync += sched.progress.eq(heard.any())
