@@ -31,7 +31,8 @@ SWEEP_CONFIGS = {
 }
 # The default build's model error is measured by `make bench` (reports/bench.md): its Verilator build
 # alone would cost the unit suite a minute or more.
-#: the bound on |predicted − RTL| / RTL cycles of every sweep point (issue 4)
+#: the bound on |predicted − RTL| / RTL cycles of every sweep point (issue 4); pipelined runs must match to
+#: the cycle (a hardware timing change the model misses shows there first)
 TOLERANCE = 0.02
 #: the ``shared`` memory model misses bank collisions (see sim/perfmodel.py): a few-word output group
 #: meeting an input stream on the same bank costs the loser a cycle, which is up to ~13 % of a run whose
@@ -90,7 +91,7 @@ def test_model_matches_rtl(name, record_property, capsys):
         lines.append(f"  {label:40} {mode:12} {w.hidden:3} {w.input:3} {w.batch:3} {w.steps:3}  {res.cycles:7} "
                      f"{p.cycles:7} {100 * error:+6.2f}%  {100 * shared_error:+6.2f}%")
         record_property(f"{label} {mode}", f"{100 * error:+.2f}% (shared {100 * shared_error:+.2f}%)")
-        if abs(error) > TOLERANCE:
+        if abs(error) > TOLERANCE or (mode == "pipelined" and p.cycles != res.cycles):
             problems.append(f"{label} ({mode}): model {p.cycles} cycles, RTL {res.cycles} ({100 * error:+.2f} %)")
         if abs(shared_error) > SHARED_TOLERANCE:
             problems.append(f"{label} ({mode}): shared-memory model {shared.cycles} cycles, RTL {res.cycles}")
