@@ -1,6 +1,6 @@
 """CU: a T×T MAC array and the register file that keeps its A tiles for the whole run."""
 
-from amaranth import Module, Signal, signed
+from amaranth import Cat, Module, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -101,22 +101,19 @@ class CU(wiring.Component):
                   for r in range(T)]
         m.d.sync += [copy.eq(self.column) for copy in column]
 
-        # stage COLUMN_STAGE + 2: the T² products, registered at the multipliers' outputs
-        products = Signal(data.ArrayLayout(signed(16), T * T), reset_less=True)
-        for r in range(T):
-            for c in range(T):
-                m.d.sync += products[r * T + c].eq(tile[r * T + c] * column[r][c])
-        # stage COLUMN_STAGE + 3: the products again, in fabric flip-flops on their way to the adders (a MAC
-        # array's T² DSP blocks are spread along the device's DSP rows; its adder tree is in one place)
-        landed = Signal.like(products, reset_less=True)
-        m.d.sync += landed.eq(products)
-        for _ in range(PRODUCT_STAGES):
+        # the next PRODUCT_STAGES stages: the T² products, registered at the multipliers' outputs, then again in
+        # fabric flip-flops on their way to the adders (a MAC array's T² DSP blocks are spread along the
+        # device's DSP rows; its adder tree is in one place)
+        layout = data.ArrayLayout(signed(16), T * T)
+        products = Cat(tile[r * T + c] * column[r][c] for r in range(T) for c in range(T))
+        for n in range(PRODUCT_STAGES):
+            products_n = Signal(layout, name=f"products{n}", reset_less=True)
             v_p, first_p, last_p, bias_p = Signal(), Signal(), Signal(), Signal.like(self.bias, reset_less=True)
-            m.d.sync += [v_p.eq(v), first_p.eq(first), last_p.eq(last), bias_p.eq(bias)]
-            v, first, last, bias = v_p, first_p, last_p, bias_p
+            m.d.sync += [products_n.eq(products), v_p.eq(v), first_p.eq(first), last_p.eq(last), bias_p.eq(bias)]
+            products, v, first, last, bias = products_n, v_p, first_p, last_p, bias_p
 
         # the next TREE_STAGES stages: reduce each row of products, two adder levels per stage
-        rows = [[landed[r * T + c] for c in range(T)] for r in range(T)]
+        rows = [[products[r * T + c] for c in range(T)] for r in range(T)]
         for n in range(TREE_STAGES):
             rows = [_tree_levels(terms, 2) for terms in rows]
             regs = []

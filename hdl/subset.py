@@ -408,11 +408,10 @@ class Subset(wiring.Component):
         start_first = Mux(cmp_half, half_first[1], half_first[0])      # start_step == 1
         run_cb = Mux(cmp_half, half_cb[1], half_cb[0])
         # stacked: step t-1 of this column block must have left (items finish in order, J apart), i.e. fewer
-        # than J items in flight. The in-flight count is kept beside the queue with "count < J" for the count
-        # one less, the same and one more worked out from registers a cycle ahead, so the start decision is
-        # a few gates from registers.
-        in_flight = Signal.like(inflight.level)     # inflight.level, counted here
-        room = Signal(init=1)                # in_flight < J (J = p.col_blocks ≥ 1), registered
+        # than J items in flight. "level < J" is a register worked out a cycle ahead (the in-flight queue's
+        # level one less, the same and one more, compared with J), so the start decision is a few gates from
+        # registers.
+        room = Signal(init=1)                # inflight.level < J (J = p.col_blocks ≥ 1), registered
         loop_ok = ~stacked | start_first | room
         do_start = ~running & cmp_ready & inflight.w_rdy & loop_ok
         rounds = Signal.like(p.cluster_row_blocks)      # local row blocks per cluster in this subset
@@ -612,15 +611,14 @@ class Subset(wiring.Component):
         with m.Elif(group_done):
             m.d.sync += grp_off.eq(grp_off + p.row_blocks)
         m.d.comb += [outq.r_en.eq(group_done), inflight.r_en.eq(trace_now)]
-        # the in-flight count and its "< J" flag for the next cycle: the three compares from registers, the
-        # choice among them by this cycle's start and end of an item
-        m.d.sync += in_flight.eq(in_flight + do_start - trace_now)
+        # "level < J" for the next cycle: the three compares of this cycle's level, the choice among them by
+        # this cycle's start (a write) and end of an item (a read)
         with m.If(do_start & ~trace_now):
-            m.d.sync += room.eq(in_flight + 1 < p.col_blocks)
+            m.d.sync += room.eq(inflight.level + 1 < p.col_blocks)
         with m.Elif(trace_now & ~do_start):
-            m.d.sync += room.eq(in_flight <= p.col_blocks)
+            m.d.sync += room.eq(inflight.level <= p.col_blocks)
         with m.Else():
-            m.d.sync += room.eq(in_flight < p.col_blocks)
+            m.d.sync += room.eq(inflight.level < p.col_blocks)
         with m.If(do_issue & group_start & ~group_done):
             m.d.sync += credits.eq(credits - 1)
         with m.Elif(group_done & ~(do_issue & group_start)):
