@@ -77,6 +77,13 @@ class Config:
     cells : the build runs LSTM and GRU cells as well as the Elman cell (``hdl.rules.CELLS``): register files
         and bias memories for four gate rows per row block, the cell unit in every cluster, a cell state
         beside every ring word. False builds the Elman cell alone (a quarter of the register file).
+    trace : each subset's trace RAM (a record per work item: its step, column block, first and last cycle) and
+        the TRACE_* registers — a sequence's latency as the hardware saw it. False: none (a board build: the block
+        RAMs and the cycle count's relays to the subsets saved; ``run`` takes the latency from the model).
+    all_counters : every counter (``hdl.csr.counter_names``): the memory traffic by kind and by client, each subset's
+        busy and stall cycles, the energy model's events. False: CYCLES, RUN_CYCLES, MACS and MACS_USEFUL alone
+        (a board build; ``run`` says which figures the build cannot count). Neither option changes a result or a
+        cycle.
     bus : how the core meets the world (:data:`BUSES`). ``internal``: the CSR port and the global memory inside
         the top, a host port on it (``hdl.top.Top``). ``axi``: board IP (``hdl.axi.AxiTop``): the registers behind
         an AXI4-Lite slave, every memory access of a run on an AXI4 master at the base address MEM_BASE, an
@@ -101,6 +108,8 @@ class Config:
     watchdog_cycles: int = 1 << 14
     stall_injection: bool = False
     cells: bool = True
+    trace: bool = True
+    all_counters: bool = True
     bus: str = "internal"
 
     def __post_init__(self):
@@ -127,7 +136,7 @@ class Config:
         need("acc_width", lambda v: 16 <= v <= 48, "an integer from 16 to 48 (bits)")
         need("trace_depth", lambda v: _is_pow2(v) and 16 <= v <= 65536, "a power of two from 16 to 65536")
         need("watchdog_cycles", lambda v: 256 <= v <= 1 << 24, "an integer from 256 to 16777216 (cycles)")
-        for name in ("stall_injection", "cells"):
+        for name in ("stall_injection", "cells", "trace", "all_counters"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if not isinstance(self.bus, str) or self.bus not in BUSES:
@@ -223,7 +232,8 @@ class Config:
                 f"h{self.max_hidden}i{self.max_input}b{self.max_batch}f{self.fifo_depth}"
                 f"m{self.mem_words}bw{self.mem_bandwidth}l{self.mem_latency}a{self.acc_width}"
                 f"tr{self.trace_depth}wd{self.watchdog_cycles}{'-stall' if self.stall_injection else ''}"
-                f"{'' if self.cells else '-rnn'}{'' if self.bus == 'internal' else '-' + self.bus}")
+                f"{'' if self.cells else '-rnn'}{'' if self.trace else '-notrace'}"
+                f"{'' if self.all_counters else '-nocount'}{'' if self.bus == 'internal' else '-' + self.bus}")
 
     def summary(self) -> str:
         """One line: the array, the column width, the ring, the memory and the cells (plurals as they fall)."""
@@ -234,6 +244,10 @@ class Config:
                 + (f"memory {n(self.mem_bandwidth, 'word')}/cycle, latency {self.mem_latency}, "
                    if self.bus == "internal" else f"the board's memory (read latency {self.mem_latency} on the bus), ")
                 + ("cells rnn, lstm, gru" if self.cells else "the Elman cell alone")
+                + ("" if self.trace and self.all_counters else ", a board build (" + "; ".join(
+                    what for what, on in (("no trace", self.trace),
+                                          ("cycles and MACs counted, no traffic or energy counters", self.all_counters))
+                    if not on) + ")")
                 + ("" if self.bus == "internal" else f", {BUSES[self.bus]}"))
 
     def memory_needed(self, steps: int = MEMORY_STEPS) -> int:
@@ -293,9 +307,10 @@ PRESETS: dict[str, Config] = {
     # the default array with all three cells on an ECP5-85k (``rnnpipe synth``'s default): the default build with
     # 64 KB of on-chip memory (16384 words: the demo workloads and an LSTM of H = 64, I = 32 fit), so the block
     # RAMs hold the register files, the tables and the cell states with room to spare (docs/fpga-timing.md)
-    "ecp5": Config(mem_words=16384),
+    # — a board build: no trace RAMs, cycles and MACs counted alone (``--trace on --counters on`` for the rest)
+    "ecp5": Config(mem_words=16384, trace=False, all_counters=False),
     # the same array with the Elman cell alone (no cell units: a quarter of the register files)
-    "ecp5-rnn": Config(cells=False),
+    "ecp5-rnn": Config(cells=False, trace=False, all_counters=False),
 }
 
 

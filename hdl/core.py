@@ -107,8 +107,9 @@ class Core(wiring.Component):
                          counters.fetch_kind[s].eq(sub.fetch_kind), counters.stored[s].eq(sub.stored),
                          counters.stored_state[s].eq(sub.stored_state),
                          counters.events[s].eq(sub.events),
-                         counters.ring_words[s].eq(sub.ring_in.valid & sub.ring_in.ready),
-                         host.trace_counts[s].eq(sub.trace_count)]
+                         counters.ring_words[s].eq(sub.ring_in.valid & sub.ring_in.ready)]
+            if cfg.trace:
+                m.d.comb += host.trace_counts[s].eq(sub.trace_count)
         if cfg.stall_injection:
             m.d.comb += counters.stalls_held.eq(Cat(held))
         # the memory is busy while some client's port is pending; a request counts when the memory accepts it
@@ -127,17 +128,18 @@ class Core(wiring.Component):
         heard = Signal(len(accepts) + len(moves) + len(waiting) + 2)
         m.d.sync += heard.eq(Cat(*accepts, *moves, *waiting, sched.load.tile_en, sched.load.bias_en))
         m.d.sync += sched.progress.eq(heard.any())
-        # a trace record is registered as it leaves its subset's trace RAM (a block RAM's slow output), relayed
-        # once more on its way across the chip, then selected and registered again beside the host:
-        # TRACE_STEP..TRACE_END hold the record TRACE_SEL names TIMING.trace_sel cycles after its write
-        chosen = Signal.like(subsets[0].trace_data, name="trace_chosen", reset_less=True)
-        records = [relay(m, sub.trace_data, name=f"trace_record{s}", stages=2) for s, sub in enumerate(subsets)]
-        with m.Switch(host.trace_subset):
-            for s, record in enumerate(records):
-                with m.Case(s):
-                    m.d.sync += chosen.eq(record)
-        m.d.comb += [host.trace_step.eq(chosen.step), host.trace_cb.eq(chosen.column_block),
-                     host.trace_begin.eq(chosen.begin), host.trace_end.eq(chosen.end)]
+        if cfg.trace:
+            # a trace record is registered as it leaves its subset's trace RAM (a block RAM's slow output), relayed
+            # once more on its way across the chip, then selected and registered again beside the host:
+            # TRACE_STEP..TRACE_END hold the record TRACE_SEL names TIMING.trace_sel cycles after its write
+            chosen = Signal.like(subsets[0].trace_data, name="trace_chosen", reset_less=True)
+            records = [relay(m, sub.trace_data, name=f"trace_record{s}", stages=2) for s, sub in enumerate(subsets)]
+            with m.Switch(host.trace_subset):
+                for s, record in enumerate(records):
+                    with m.Case(s):
+                        m.d.sync += chosen.eq(record)
+            m.d.comb += [host.trace_step.eq(chosen.step), host.trace_cb.eq(chosen.column_block),
+                         host.trace_begin.eq(chosen.begin), host.trace_end.eq(chosen.end)]
 
         loader_read = Cat(port.req.valid & port.req.ready for port in sched.loader)
         accepted = list(zip(accepts, self.mem, strict=True))
@@ -150,17 +152,20 @@ class Core(wiring.Component):
         self._status(m, host, sched, counters.overflow_seen)
         return m
 
-    @staticmethod
-    def _broadcast(m, s, sub, sched, host, starting, cycle, running):
+    def _broadcast(self, m, s, sub, sched, host, starting, cycle, running):
         """What the scheduler and the host broadcast, to subset ``s``: through a relay of its own, then the
         subset's entry register — two hops or more, as the subsets are far apart (the weights, 128 bits a tile,
         take three). The subsets hear of a start a cycle late (it comes from the CSR bus; their first item is
         TIMING.check and a weight load away); the run parameters are stable from LOAD_A on, the weight, bias and
         LUT writes land a few cycles later — long before a run reads them (RUN's first MAC waits for a fill)."""
+        cfg = self._cfg
         sub_start = relay(m, starting, name=f"sub{s}_start", reset_less=False)
-        # the cycle count for the trace, exact: the counter's last value, whether it counted, and the start
-        cyc = relay(m, cycle[:32], name=f"sub{s}_cycle")
-        counted = relay(m, running, name=f"sub{s}_counted", reset_less=False)
+        if cfg.trace:
+            # the cycle count for the trace, exact: the counter's last value, whether it counted, and the start
+            cyc = relay(m, cycle[:32], name=f"sub{s}_cycle")
+            counted = relay(m, running, name=f"sub{s}_counted", reset_less=False)
+            m.d.comb += [sub.cycle.eq(Mux(sub_start, 0, cyc + counted)),
+                         sub.trace_addr.eq(relay(m, host.trace_index, name=f"sub{s}_trace_addr"))]
         # the scheduler's write bus, every member relayed
         load = {name: relay(m, getattr(sched.load, name), name=f"sub{s}_load_{name}",
                             reset_less=not name.endswith("_en"), stages=2)
@@ -168,12 +173,10 @@ class Core(wiring.Component):
         lut_mine = (host.lut_subset == 0) | (host.lut_subset == s + 1)
         m.d.comb += [
             sub.params.eq(relay(m, sched.params, name=f"sub{s}_params")), sub.start.eq(sub_start),
-            sub.cycle.eq(Mux(sub_start, 0, cyc + counted)),
             *(getattr(sub.load, name).eq(value) for name, value in load.items()),
             sub.lut_we.eq(relay(m, host.lut_we & lut_mine, name=f"sub{s}_lut_we", reset_less=False)),
             sub.lut_addr.eq(relay(m, host.lut_addr, name=f"sub{s}_lut_addr")),
             sub.lut_data.eq(relay(m, host.lut_data, name=f"sub{s}_lut_data")),
-            sub.trace_addr.eq(relay(m, host.trace_index, name=f"sub{s}_trace_addr")),
         ]
 
     def _status(self, m, host, sched, overflow):

@@ -102,6 +102,8 @@ def _counters(cfg: Config) -> list[tuple[str, str]]:
                      "batch columns included)"),
            ("MACS_USEFUL", "useful MACs: real rows × real inputs × real batch columns (H·(H + I)·B per step "
                            "and layer)")]
+    if not cfg.all_counters:                  # a board build (Config.all_counters): the run's figures alone
+        return out
     out += [(f"READ_{kind}", f"memory words read: {doc}") for kind, doc in TRAFFIC_KINDS.items()]
     out += [("WRITE_OUT", "memory words written: outputs (every step in conventional mode)"),
             ("WRITE_STATE", "memory words written: the final state (h_n at BASE_HN, an LSTM's c_n at BASE_CN)")]
@@ -163,15 +165,18 @@ def csr_map(cfg: Config) -> list[Register]:
         ("LUT", "w", "write table << 24 | (subset + 1) << 16 | index << 8 | value into LUT table (0 the "
                      "activation, a cell's sigmoid; 1 a cell's tanh) of that subset's clusters; subset field 0 "
                      "writes every subset"),
-        ("TRACE_SEL", "rw", "subset << 16 | record index of the trace record to read; TRACE_STEP.."
-                             f"TRACE_END hold it from {TIMING.trace_sel} cycles after this write"),
-        ("TRACE_STEP", "r", "selected trace record: step"),
-        ("TRACE_CB", "r", "selected trace record: column block"),
-        ("TRACE_BEGIN", "r", "selected trace record: cycle its compute began"),
-        ("TRACE_END", "r", "selected trace record: cycle its last output word left"),
     ]
-    regs += [(f"TRACE_COUNT{s}", "r", f"trace records of subset {s} (may exceed trace_depth)")
-             for s in range(cfg.subsets)]
+    if cfg.trace:
+        regs += [
+            ("TRACE_SEL", "rw", "subset << 16 | record index of the trace record to read; TRACE_STEP.."
+                                 f"TRACE_END hold it from {TIMING.trace_sel} cycles after this write"),
+            ("TRACE_STEP", "r", "selected trace record: step"),
+            ("TRACE_CB", "r", "selected trace record: column block"),
+            ("TRACE_BEGIN", "r", "selected trace record: cycle its compute began"),
+            ("TRACE_END", "r", "selected trace record: cycle its last output word left"),
+        ]
+        regs += [(f"TRACE_COUNT{s}", "r", f"trace records of subset {s} (may exceed trace_depth)")
+                 for s in range(cfg.subsets)]
     regs += [(f"SHIFT_L{k}", "rw", f"requantization shift of stacked layer {k} (subset {k})")
              for k in range(1, cfg.subsets)]
     if cfg.stall_injection:

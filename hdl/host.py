@@ -51,14 +51,10 @@ class Host(wiring.Component):
             "lut_addr": Out(9),
             "lut_data": Out(8),
             "lut_subset": Out(5),
-            "trace_subset": Out(range(cfg.subsets)),
-            "trace_index": Out(range(cfg.trace_depth)),
             "status": In(32),
-            "trace_step": In(32),
-            "trace_cb": In(32),
-            "trace_begin": In(32),
-            "trace_end": In(32),
-            "trace_counts": In(32).array(cfg.subsets),
+            **({"trace_subset": Out(range(cfg.subsets)), "trace_index": Out(range(cfg.trace_depth)),
+                "trace_step": In(32), "trace_cb": In(32), "trace_begin": In(32), "trace_end": In(32),
+                "trace_counts": In(32).array(cfg.subsets)} if cfg.trace else {}),
             "counters": In(64).array(len(self._counters)),
             **({"stall_seed": Out(16), "stall_mem": Out(9), "stall_ring": Out(9)} if cfg.stall_injection else {}),
             **({"mem_base": Out(32), "ended": In(1), "irq": Out(1)} if cfg.bus == "axi" else {}),
@@ -69,14 +65,12 @@ class Host(wiring.Component):
         m = Module()
         req = self.request
         flags = Signal(len(FLAG_BITS))
-        trace_sel = Signal(32)
         m.d.comb += [getattr(req, name).eq(flags[bit]) for name, bit in FLAG_BITS.items()]
-        m.d.comb += [self.trace_subset.eq(trace_sel[16:]), self.trace_index.eq(trace_sel[:16])]
         rw = {"HIDDEN": req.hidden, "INPUT": req.input, "BATCH": req.batch, "WIDTH": req.width,
               "PARTITION": req.partition, "CELL": req.cell, "STEPS": req.steps,
               "SHIFT": req.shift, "FLAGS": flags, "BASE_A": req.base_a, "BASE_BIAS": req.base_bias,
               "BASE_H0": req.base_h0, "BASE_X": req.base_x, "BASE_OUT": req.base_out, "BASE_C0": req.base_c0,
-              "BASE_HN": req.base_hn, "BASE_CN": req.base_cn, "TRACE_SEL": trace_sel}
+              "BASE_HN": req.base_hn, "BASE_CN": req.base_cn}
         rw.update({f"SHIFT_L{k}": req.upper_shift[k - 1] for k in range(1, cfg.subsets)})
         rw["LAYERS"] = req.layers
         if cfg.stall_injection:
@@ -90,12 +84,16 @@ class Host(wiring.Component):
             "BUILD0": cfg.subsets | cfg.clusters << 8 | cfg.tile << 16 | cfg.column_width << 24,
             "BUILD1": cfg.max_hidden | cfg.max_input << 16,
             "BUILD2": cfg.max_batch | (cfg.mem_words.bit_length() - 1) << 16 | cfg.mem_bandwidth << 24,
-            "STATUS": self.status, "TRACE_STEP": self.trace_step, "TRACE_CB": self.trace_cb,
-            "TRACE_BEGIN": self.trace_begin, "TRACE_END": self.trace_end,
+            "STATUS": self.status,
         }
+        if cfg.trace:
+            trace_sel = rw["TRACE_SEL"] = Signal(32)
+            m.d.comb += [self.trace_subset.eq(trace_sel[16:]), self.trace_index.eq(trace_sel[:16])]
+            ro.update({"TRACE_STEP": self.trace_step, "TRACE_CB": self.trace_cb, "TRACE_BEGIN": self.trace_begin,
+                       "TRACE_END": self.trace_end})
+            ro.update({f"TRACE_COUNT{s}": self.trace_counts[s] for s in range(cfg.subsets)})
         if cfg.bus == "axi":
             ro["IRQ_STATUS"] = irq_status
-        ro.update({f"TRACE_COUNT{s}": self.trace_counts[s] for s in range(cfg.subsets)})
         for name, value in zip(self._counters, self.counters, strict=True):
             ro[f"{name}_LO"], ro[f"{name}_HI"] = value[:32], value[32:]
 

@@ -106,5 +106,8 @@ def memory_arrays(cfg: Config) -> list[tuple[Storage, str]]:
 
 
 def trace_arrays(cfg: Config) -> list[str]:
-    """Each subset's trace RAM (``hdl.params.trace_entry`` records), by hierarchical name."""
+    """Each subset's trace RAM (``hdl.params.trace_entry`` records), by hierarchical name (none without the trace,
+    ``Config.trace``)."""
+    if not cfg.trace:
+        return []
     return [f"{names.TOP}.{names.CORE}.{names.subset(s)}.{names.TRACE_REC}.trace" for s in range(cfg.subsets)]

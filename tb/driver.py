@@ -183,7 +183,10 @@ class HostDriver:
         return {name.lower(): await self.read64(name) for name in counter_names(self.cfg)}
 
     async def trace(self) -> list[tuple[int, int, int, int, int]]:
-        """Every trace record: (subset, step, column block, begin cycle, end cycle)."""
+        """Every trace record: (subset, step, column block, begin cycle, end cycle); none on a build without the
+        trace (``Config.trace``)."""
+        if not self.cfg.trace:
+            return []
         counts = [min(await self.read(f"TRACE_COUNT{s}"), self.cfg.trace_depth) for s in range(self.cfg.subsets)]
         if self._door:
             return self._door.trace(counts)

@@ -152,5 +152,5 @@ def out_entry(cfg: Config) -> data.StructLayout:
 
 
 def inflight_entry(cfg: Config) -> data.StructLayout:
-    """An item between its compute start and its last output word."""
-    return data.StructLayout({"plan": item_plan(cfg), "begin": 32})
+    """An item between its compute start and its last output word (and, for the trace, the cycle it began)."""
+    return data.StructLayout({"plan": item_plan(cfg), "begin": 32 if cfg.trace else 0})

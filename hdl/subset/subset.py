@@ -114,9 +114,8 @@ class Subset(wiring.Component):
             "stored": Out(1),
             "stored_state": Out(1),
             "events": Out(event_layout(cfg)),
-            "trace_addr": In(range(cfg.trace_depth)),
-            "trace_data": Out(trace_entry(cfg)),
-            "trace_count": Out(32),
+            **({"trace_addr": In(range(cfg.trace_depth)), "trace_data": Out(trace_entry(cfg)),
+                "trace_count": Out(32)} if cfg.trace else {}),
         })
 
     def elaborate(self, platform):
@@ -128,13 +127,12 @@ class Subset(wiring.Component):
         m.d.sync += p.eq(self.params)
         units = {"planner": Planner(cfg, s), "fill": Fill(cfg), "tiles": TileFetcher(cfg, s),
                  "inbuf": InputBuffer(cfg), "issuer": Issuer(cfg),
-                 "output": Output(cfg, TIMING.issue + Cluster.LATENCY), names.TRACE_REC: TraceRecorder(cfg),
-                 "forward": Forwarder(cfg)}
+                 "output": Output(cfg, TIMING.issue + Cluster.LATENCY), "forward": Forwarder(cfg)}
         for name, unit in units.items():
             m.submodules[name] = unit
             if "params" in unit.signature.members:
                 m.d.comb += unit.params.eq(p)
-        plan, fill, tiles, inbuf, issuer, out, trace, fwd = units.values()
+        plan, fill, tiles, inbuf, issuer, out, fwd = units.values()
         for unit in (fill, tiles, issuer, out):
             m.d.comb += unit.run.eq(plan.run)
 
@@ -208,9 +206,11 @@ class Subset(wiring.Component):
                          loop_rd.addr.eq(issuer.loop_addr), issuer.loop_data.eq(loop_rd.data)]
         self._clusters(m, tiles, issuer, out, fill, plan.run, p)
 
-        m.d.comb += [trace.clear.eq(self.start), trace.done.eq(out.item_done), trace.item.eq(out.item),
-                     trace.begin.eq(out.begin), trace.cycle.eq(self.cycle), trace.addr.eq(self.trace_addr),
-                     self.trace_data.eq(trace.data), self.trace_count.eq(trace.count)]
+        if cfg.trace:
+            m.submodules[names.TRACE_REC] = trace = TraceRecorder(cfg)
+            m.d.comb += [trace.clear.eq(self.start), trace.done.eq(out.item_done), trace.item.eq(out.item),
+                         trace.begin.eq(out.begin), trace.cycle.eq(self.cycle), trace.addr.eq(self.trace_addr),
+                         self.trace_data.eq(trace.data), self.trace_count.eq(trace.count)]
         store_tag = data.View(fetch_tag(cfg), self.store.req.payload.tag)
         stored = self.store.req.valid & self.store.req.ready
         m.d.sync += [self.stored.eq(stored & ~store_tag.state), self.stored_state.eq(stored & store_tag.state)]

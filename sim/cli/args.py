@@ -66,6 +66,13 @@ def add_config_args(p: argparse.ArgumentParser, default: str = "default", choose
                         "preset's default) or axi (board IP: AXI4-Lite registers, an AXI4 memory master, irq)")
     g.add_argument("--no-cells", action="store_true",
                    help="the Elman cell alone: no LSTM or GRU (a quarter of the register files, no cell units)")
+    for name, what in (("trace", "each subset's trace RAM and the TRACE_* registers (a sequence's latency as the "
+                                 "hardware saw it)"),
+                       ("counters", "the traffic, busy, stall and energy-event counters (off: cycles and MACs "
+                                    "alone)")):
+        g.add_argument(f"--{name}", choices=("on", "off"),
+                       help=f"{what}; default: the preset's (on in the simulation presets, off in the FPGA presets "
+                            "ecp5 and ecp5-rnn: a board build)")
     g.add_argument("--mem-words", type=positive,
                    help=f"global memory in words of T bytes, a power of two (default: the preset's, grown with "
                         f"--max-* to hold A, bias, h0 and {MEMORY_STEPS} steps of x and h at the maxima)")
@@ -81,6 +88,9 @@ def config_from_args(args) -> Config:
     overrides = {name: getattr(args, name) for name in _STRUCTURE if getattr(args, name, None) is not None}
     if getattr(args, "no_cells", False):
         overrides["cells"] = False
+    for flag, name in (("trace", "trace"), ("counters", "all_counters")):
+        if getattr(args, flag, None):
+            overrides[name] = getattr(args, flag) == "on"
     if getattr(args, "bus", None):           # the bus is not a size: a workload still sizes an AXI build
         overrides["bus"] = args.bus
     cfg = cfg.replace(**overrides) if overrides else cfg
@@ -93,6 +103,7 @@ def build_flags(args) -> list[str]:
     given = (["config"] if getattr(args, "config", None) is not None else []) + [
         name for name in _STRUCTURE + _SIZES if getattr(args, name, None) is not None]
     given += ["no_cells"] if getattr(args, "no_cells", False) else []
+    given += [name for name in ("trace", "counters") if getattr(args, name, None)]
     return ["--" + name.replace("_", "-") for name in given]
 
 

@@ -53,6 +53,9 @@ def cmd_run(args) -> int:
     cfg, chosen = config_for_workload(args, w, [(args.mode, args.last_only)]) if args.workload else (cfg, None)
     plan(cfg, w, args.last_only, args.mode)           # a workload the build cannot hold: one line, before the model
     bus_options(cfg, args)
+    if args.timeline and not (cfg.trace and cfg.all_counters):
+        raise UserError(f"--timeline draws the hardware trace and counters; build {cfg.name} is a board build "
+                        "without them: add --trace on --counters on, or drop --timeline")
     with Progress("predicting the candidates (partition G, width w)") as bar:
         choice = choose_for(cfg, w, last_only=args.last_only, mode=args.mode, width=args.width,
                             partition=args.partition, cache=choices_cache(), progress=bar.update,
@@ -96,7 +99,7 @@ def _report(args, res, choice, chosen, table) -> int:
         save_result(args.out, res.h, {**res.counters, "macs_issued": res.counters.get("macs", 0), "width": res.width,
                                       "partition": res.partition,
                                       "error": res.error, "overflow": int(res.overflow)}, args.last_only,
-                    scale_h=res.workload.top_scale_h, figures=res.energy(table).record(),
+                    scale_h=res.workload.top_scale_h, figures=res.energy(table).record() if res.cfg.all_counters else None,
                     request_cycles=[c for c, *_ in requests] if requests else None, h_n=res.h_n, c_n=res.c_n,
                     state_scales=_state_scales(res.workload))
         keys = "h, h_n" + (", c_n" if res.c_n is not None else "") + (

@@ -19,17 +19,26 @@ ECP5_85K_RAM = 208 * 18 * 1024 // 8
 LARGEST_FPGA_RAM = (945 + 3600) * 100_000 // 8
 
 
-def figure_lines(cycles: int, macs_useful: int, macs: int, utilization: float, reads: int, writes: int,
-                 traffic: dict, when: str = "start to done") -> list[str]:
+def figure_lines(cycles: int, macs_useful: int, macs: int, utilization: float, reads: int | None = None,
+                 writes: int | None = None, traffic: dict | None = None, when: str = "start to done") -> list[str]:
     """The ``cycles``, ``MACs`` and ``memory`` lines of a run (``rnnpipe run``: counted; ``predict``:
-    predicted), ``traffic`` the words of each kind (the traffic counters' names)."""
-    return [
+    predicted), ``traffic`` the words of each kind (the traffic counters' names; None: not counted, no
+    ``memory`` line)."""
+    lines = [
         f"cycles   {cycles}  ({when})",
         f"MACs     {macs_useful} useful of {macs} issued, utilization {100 * utilization:.1f} %",
+    ]
+    if traffic is None:
+        return lines
+    return lines + [
         f"memory   {reads} words read (A {traffic['read_a']}, bias {traffic['read_bias']}, h0 {traffic['read_h0']}, "
         f"h {traffic['read_h']}, x {traffic['read_x']}" + (f", c0 {traffic['read_c0']}" if traffic["read_c0"] else "")
         + f"), {writes} words written (outputs {traffic['write_out']}, final state {traffic['write_state']})",
     ]
+
+#: what a board build (``Config.all_counters`` off) does not count, and what the trace's absence leaves unsaid
+NOT_COUNTED = "a board build (--counters off)"
+NO_TRACE = "no trace"
 
 
 def summary(res: RunResult, choice=None, chosen: str | None = None, table: dict | None = None,
@@ -61,21 +70,29 @@ def summary(res: RunResult, choice=None, chosen: str | None = None, table: dict 
 
         lines.append(f"hardware refused the run: error {Error(res.error).name}")
         return "\n".join(lines)
-    reads, writes = res.words("rd"), res.words("wr")
-    host = res.counters.get("mem_rd_host", 0), res.counters.get("mem_wr_host", 0)
-    lines += figure_lines(res.cycles, res.counters["macs_useful"], res.counters["macs"], res.mac_utilization,
-                          reads - host[0], writes - host[1], res.counters)
-    busy = [res.counters[f"busy{s}"] for s in range(cfg.subsets)]
-    lines.append("busy     " + ", ".join(f"subset {s} {100 * b / max(1, res.cycles):.0f} %"
-                                         for s, b in enumerate(busy)))
-    energy = res.energy(table)
-    lines.append(energy.line() + " (estimated from the counters: sim/models/energy.py)")
+    energy = None
+    if cfg.all_counters:
+        reads, writes = res.words("rd"), res.words("wr")
+        host = res.counters.get("mem_rd_host", 0), res.counters.get("mem_wr_host", 0)
+        lines += figure_lines(res.cycles, res.counters["macs_useful"], res.counters["macs"], res.mac_utilization,
+                              reads - host[0], writes - host[1], res.counters)
+        busy = [res.counters[f"busy{s}"] for s in range(cfg.subsets)]
+        lines.append("busy     " + ", ".join(f"subset {s} {100 * b / max(1, res.cycles):.0f} %"
+                                             for s, b in enumerate(busy)))
+        energy = res.energy(table)
+        lines.append(energy.line() + " (estimated from the counters: sim/models/energy.py)")
+    else:
+        lines += figure_lines(res.cycles, res.counters["macs_useful"], res.counters["macs"], res.mac_utilization)
+        lines += [f"{what:<8} not counted by this build: {NOT_COUNTED} ('rnnpipe predict' models it)"
+                  for what in ("memory", "busy", "energy")]
+    pj = energy.total_pj if energy is not None else None
     requests = res.extra.get("requests")
     if requests:                           # requests back to back on one load: each one's own figures
-        lines += request_lines(requests, w.batch, clock[0], energy.total_pj, clock[1], res.extra.get("carry", False))
+        lines += request_lines(requests, w.batch, clock[0], pj, clock[1], res.extra.get("carry", False),
+                               traced=cfg.trace)
     else:
-        lines += sequence_lines(res.cycles, result_ends(res), w.batch, clock[0], energy.total_pj, "the hardware trace",
-                                clock[1])
+        lines += sequence_lines(res.cycles, result_ends(res) if cfg.trace else NO_TRACE, w.batch, clock[0], pj,
+                                "the hardware trace", clock[1])
     if "load_cycles" in res.extra:
         load, back = res.extra["load_cycles"], res.extra["readback_cycles"]
         total = load + res.cycles + back
@@ -123,26 +140,34 @@ def _us(cycles: float, clock_mhz: float) -> str:
     return f"{us / 1000:,.2f} ms" if us >= 10_000 else f"{us:,.1f} µs"
 
 
-def sequence_lines(cycles: int, ends: list[int] | None, batch: int, clock_mhz: float, energy_pj: float,
+def sequence_lines(cycles: int, ends: list[int] | str | None, batch: int, clock_mhz: float, energy_pj: float | None,
                    source: str, clock_note: str = "") -> list[str]:
     """The figures per sequence (a batch row over every step): its latency from the run's start to its last
     output (``ends``, per row, from ``source``: the model or the hardware trace), sequences per second over the
-    whole run (start to done, the weight load included) at ``clock_mhz``, and the run's energy per sequence."""
+    whole run (start to done, the weight load included) at ``clock_mhz``, and the run's energy per sequence
+    (``energy_pj`` None: not counted). ``ends`` :data:`NO_TRACE`: a build without the trace."""
     clock = f"{clock_mhz:g} MHz{f' ({clock_note})' if clock_note else ''}"
-    if ends is None:
+    if ends == NO_TRACE:
+        latency = ("latency  not recorded by this build: a board build (--trace off) "
+                   "('rnnpipe predict' models it)")
+    elif ends is None:
         latency = "latency  per sequence: the trace misses the last step's items (its RAM filled up)"
     else:
         lo, hi = min(ends), max(ends)
         span = (f"{lo:,} cycles ({_us(lo, clock_mhz)})" if lo == hi else
                 f"{lo:,} to {hi:,} cycles ({_us(lo, clock_mhz)} to {_us(hi, clock_mhz)})")
         latency = f"latency  {span} from start to a sequence's last output ({source}), at {clock}"
-    rate = batch / (cycles / (clock_mhz * 1e6))
-    return [latency, f"rate     {rate:,.1f} sequences/s ({batch} in {_us(cycles, clock_mhz)}, start to done), "
-                     f"{energy_pj / batch / 1e6:,.3f} µJ per sequence"]
+    return [latency, _rate(batch, cycles, clock_mhz, energy_pj)]
 
 
-def request_lines(requests: list[tuple], batch: int, clock_mhz: float, energy_pj: float,
-                  clock_note: str = "", carry: bool = False) -> list[str]:
+def _rate(sequences: int, cycles: int, clock_mhz: float, energy_pj: float | None) -> str:
+    rate = sequences / (cycles / (clock_mhz * 1e6))
+    return (f"rate     {rate:,.1f} sequences/s ({sequences} in {_us(cycles, clock_mhz)}, start to done)"
+            + (f", {energy_pj / sequences / 1e6:,.3f} µJ per sequence" if energy_pj is not None else ""))
+
+
+def request_lines(requests: list[tuple], batch: int, clock_mhz: float, energy_pj: float | None,
+                  clock_note: str = "", carry: bool = False, traced: bool = True) -> list[str]:
     """Requests run back to back on one weight load (``sim.flows.rtl.run_requests``): a line each — its cycles
     (the first's with the load), its latency from its own start to its last output (the hardware trace) — and
     the rate over all of them; ``carry``: chunks of one stream, each from the state the one before wrote."""
@@ -152,13 +177,11 @@ def request_lines(requests: list[tuple], batch: int, clock_mhz: float, energy_pj
              f"FLAGS keep_weights)" + (", chunks of one stream: each starts from the final state the one before "
                                        "wrote (h_n, c_n)" if carry else "") + f", at {clock}"]
     for n, (c, _, last, bad) in enumerate(requests):
-        lines.append(f"request  {n}: {c:,} cycles{' (the weight load included)' if n == 0 else ''}, latency "
-                     f"{last:,} cycles ({_us(last, clock_mhz)}) from its start to its last output"
+        lines.append(f"request  {n}: {c:,} cycles{' (the weight load included)' if n == 0 else ''}"
+                     + (f", latency {last:,} cycles ({_us(last, clock_mhz)}) from its start to its last output"
+                        if traced else "")
                      + (f", {bad} values differ from the golden model" if bad else ""))
-    sequences = batch * len(requests)
-    rate = sequences / (cycles / (clock_mhz * 1e6))
-    return lines + [f"rate     {rate:,.1f} sequences/s ({sequences} in {_us(cycles, clock_mhz)}, start to done), "
-                    f"{energy_pj / sequences / 1e6:,.3f} µJ per sequence"]
+    return lines + [_rate(batch * len(requests), cycles, clock_mhz, energy_pj)]
 
 
 def _bytes(n: int) -> str:

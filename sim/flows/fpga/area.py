@@ -1,0 +1,173 @@
+"""Where a build's area goes (:func:`area_of`): Yosys with the hierarchy kept (``-noflatten``), every module's own
+LUT4 / FF / DSP / BRAM, the instances of a unit summed (``subset*.fill``: the four subsets' fill units).
+
+Amaranth writes a module per instance, named by its path (``harness.block.core.subset2.fill``), so the
+hierarchical run counts each instance on its own; the table folds them by their unit. Kept apart, the units are
+optimized each on its own (no constant or equal logic merged across a boundary, no register packed into a block
+RAM or DSP), so the sum sits a little above the flat run's: the table says by how much."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from hdl.top import TOP_NAME
+from sim.flows.fpga.blocks import HARNESS, HARNESS_BLOCK
+from sim.flows.fpga.targets import Target
+from sim.flows.fpga.yosys import Synthesis
+
+__all__ = ["Area", "UnitArea", "area_of", "unit_of", "UNIT_WORDS"]
+
+#: what a unit is, by the last part of its name (the table's words; a unit not named here shows its path alone)
+UNIT_WORDS = {
+    "": "the register harness (the board's own logic in a real design)",
+    "top": "the system around the core (its memory's or bus' wiring)",
+    "core.subset*.forward.queue": "the forwarder's queue",
+    "core": "the core's own logic: broadcasts to the subsets, the cycle counter, status",
+    "memory": "the global memory: banks, grant, delivery", "queue": "the memory's request queues",
+    "arbiter": "the memory's bank arbiters", "host": "CSRs, the host port, the lookup-table writes",
+    "counters": "the performance counters", "stalls": "the stall-injection gates",
+    "scheduler": "the scheduler's phases and run parameters", "loader": "the weight and bias loader",
+    "dispatch": "the dispatchers (a subset each)", "check": "the run check (regions, sizes, CELL)",
+    "completion": "the completion: quiet, done, the watchdog",
+    "ring": "the ring", "fifo": "the ring FIFOs",
+    "subset": "the subset's own logic", "planner": "the planner (items into fetches)", "fill": "the fill unit",
+    "tiles": "the A-tile distribution", "a_issue": "A tiles out", "a_recv": "A tiles in",
+    "inbuf": "the input buffer", "issuer": "the issuer", "output": "the output unit", "inflight": "its in-flight queue",
+    "outq": "its output queue", "trace_rec": "the trace recorder", "forward": "the forwarder",
+    "fetch_stage": "the fetch port's stage", "store_stage": "the store port's stage",
+    "ring_stage": "the ring port's stage",
+    "cluster": "the cluster: register file, bias, requantize", "cu": "the CU's MAC array",
+    "lut": "the activation table", "cell_unit": "the cell unit (LSTM / GRU)", "tanh": "the cell unit's tanh table",
+    "axi": "the AXI bridges", "master": "the AXI4 master", "lite": "the AXI4-Lite slave",
+}
+
+
+def unit_of(module: str) -> str:
+    """A module's unit: its path below the top with instance numbers as ``*`` and Amaranth's name suffixes
+    (``fill$295``) dropped — ``harness.block.core.subset2.fill$295`` → ``core.subset*.fill``; the system top
+    around the core (``hdl.top.Top``, ``hdl.axi.AxiTop``) is ``top``, the register harness ``""``."""
+    path = module.lstrip("\\").split("$")[0]
+    if path == HARNESS:
+        return ""
+    path = path.removeprefix(HARNESS + ".")
+    head, _, rest = path.partition(".")
+    if head in (HARNESS_BLOCK, TOP_NAME):
+        path = rest or "top"
+    return re.sub(r"(?<=[a-z_])\d+(?=\.|$)", "*", path)
+
+
+@dataclass(frozen=True)
+class UnitArea:
+    """One unit's own cells (its submodules not included), summed over its instances."""
+    unit: str
+    instances: int
+    luts: int
+    ffs: int
+    dsps: int
+    brams: float
+
+    @property
+    def words(self) -> str:
+        if self.unit in UNIT_WORDS:
+            return UNIT_WORDS[self.unit]
+        return UNIT_WORDS.get(self.unit.rsplit(".", 1)[-1].rstrip("*"), "")
+
+
+@dataclass(frozen=True)
+class Area:
+    """The units of a build, in the order of the hierarchy, and the flat run's totals beside them."""
+    target: Target
+    units: list[UnitArea]
+    flat: Synthesis | None = None
+
+    def total(self, key: str) -> float:
+        return sum(getattr(u, key) for u in self.units)
+
+    def of(self, prefix: str, key: str = "luts") -> float:
+        """A unit and everything below it."""
+        return sum(getattr(u, key) for u in self.units if u.unit == prefix or u.unit.startswith(prefix + "."))
+
+    def table(self) -> str:
+        """Markdown: a row a unit (its own cells), then the hierarchical total and the flat run's."""
+        t = self.target
+        lut = t.labels["LUT"]
+        total = self.total("luts") or 1
+        rows = [f"| unit | × | {lut} | FF | {t.labels['DSP']} | {t.labels['BRAM']} | {lut} % | what it is |",
+                "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for u in self.units:
+            depth = u.unit.count(".")
+            name = ("&nbsp;&nbsp;" * depth) + (u.unit.rsplit(".", 1)[-1] or "(harness)")
+            rows.append(f"| {name} | {u.instances} | {u.luts:,} | {u.ffs:,} | {u.dsps} | {_bram(u.brams)} | "
+                        f"{100 * u.luts / total:.1f} | {u.words} |")
+        rows.append(f"| **total, units apart** | | {int(self.total('luts')):,} | {int(self.total('ffs')):,} | "
+                    f"{int(self.total('dsps'))} | {_bram(self.total('brams'))} | 100.0 | |")
+        if self.flat is not None and self.flat.mapped_logic:
+            f = self.flat
+            rows.append(f"| **total, flat run** | | {f.luts:,} | {f.ffs:,} | {f.dsps} | {f.brams} | "
+                        f"{100 * f.luts / total:.1f} | the netlist nextpnr gets |")
+        return "\n".join(rows)
+
+    def line(self) -> str:
+        """One line: the hierarchical totals against the flat run's."""
+        lut = self.target.labels["LUT"]
+        text = (f"{len(self.units)} units, {int(self.total('luts')):,} {lut}, {int(self.total('ffs')):,} FF, "
+                f"{int(self.total('dsps'))} {self.target.labels['DSP']}, {_bram(self.total('brams'))} "
+                f"{self.target.labels['BRAM']}")
+        if self.flat is not None and self.flat.mapped_logic:
+            f = self.flat
+            text += (f" (flat run: {f.luts:,} {lut} {_delta(self.total('luts'), f.luts)}, {f.ffs:,} FF "
+                     f"{_delta(self.total('ffs'), f.ffs)})")
+        return text
+
+    def top(self, n: int = 8) -> list[UnitArea]:
+        return sorted(self.units, key=lambda u: -u.luts)[:n]
+
+
+def _bram(v: float) -> str:
+    return f"{v:g}"
+
+
+def _delta(a: float, b: float) -> str:
+    return f"{100 * (a - b) / b:+.1f} %" if b else ""
+
+
+def area_of(syn: Synthesis, flat: Synthesis | None = None) -> Area:
+    """The units of a hierarchical synthesis (``synthesize(..., flatten=False)``), from its ``stat.json``."""
+    target = syn.target
+    text = (syn.log.parent / "stat.json").read_text()
+    data = json.loads(text[text.index("{"):])
+    counts: dict[str, Counter] = {}
+    instances: Counter = Counter()
+    order: list[str] = []
+    for module, stat in data["modules"].items():
+        unit = unit_of(module)
+        if unit not in counts:
+            counts[unit] = Counter()
+            order.append(unit)
+        counts[unit].update(stat.get("num_cells_by_type", {}))
+        instances[unit] += 1
+    halves = target.half_bram_cells
+
+    def row(unit: str) -> UnitArea:
+        c = counts[unit]
+        return UnitArea(unit, instances[unit], sum(c[k] * n for k, n in target.lut_cells.items()),
+                        sum(n for k, n in c.items() if k.startswith(target.ff_prefix)),
+                        sum(c[k] for k in target.dsp_cells),
+                        sum(c[k] for k in target.bram_cells) + sum(c[k] for k in halves) / 2)
+
+    return Area(target, [row(u) for u in sorted(order, key=_hierarchy_key)], flat)
+
+
+def _hierarchy_key(unit: str) -> tuple:
+    """Parents before their children, siblings in name order."""
+    return tuple(unit.split(".")) if unit else ()
+
+
+def write_area(path: Path, label: str, area: Area) -> None:
+    """``reports/area-<config>.md``: the table."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# Area by unit — {label} ({area.target.name})\n\n{area.line()}\n\n{area.table()}\n")

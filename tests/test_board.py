@@ -1,0 +1,66 @@
+"""The board build (``Config.trace`` and ``Config.all_counters`` off, as the FPGA presets have them): what it leaves out,
+and that nothing else changes — the same results bit for bit and the same cycles as the full build."""
+
+from __future__ import annotations
+
+from hdl.config import PRESETS
+from hdl.csr import counter_names, csr_map
+from sim.cli.main import main
+from sim.flows.rtl import run_many
+from sim.models.perf import predict
+from sim.models.workload import random_workload
+
+FULL = PRESETS["small"]
+LEAN = FULL.replace(trace=False, all_counters=False)
+
+RUNS = [  # (workload, mode, partition)
+    (random_workload(16, 8, 5, 6, seed=31), "pipelined", 0),
+    (random_workload(12, 8, 4, 5, seed=32, cell="lstm", c0=True), "pipelined", 1),
+    (random_workload(8, 8, 6, 4, seed=33, cell="gru"), "pipelined", 0),
+    (random_workload(16, 8, 3, 3, seed=34), "conventional", 0),
+]
+
+
+def test_the_fpga_presets_are_board_builds_and_the_simulation_presets_are_not():
+    for name in ("ecp5", "ecp5-rnn"):
+        assert not PRESETS[name].trace and not PRESETS[name].all_counters, name
+    for name in ("default", "small", "fig3", "h256"):
+        assert PRESETS[name].trace and PRESETS[name].all_counters, name
+    assert LEAN.name.endswith("-notrace-nocount") and "board build" in LEAN.summary()
+
+
+def test_a_board_build_has_no_trace_registers_and_counts_cycles_and_macs_alone():
+    regs = {r.name for r in csr_map(LEAN)}
+    assert not any(name.startswith("TRACE") for name in regs)
+    assert counter_names(LEAN) == ["CYCLES", "RUN_CYCLES", "MACS", "MACS_USEFUL"]
+    assert {"TRACE_SEL", "TRACE_COUNT0"} <= {r.name for r in csr_map(FULL)}
+    assert len(counter_names(FULL)) > 30
+
+
+def test_a_board_build_runs_bit_exact_and_to_the_cycle_of_the_full_build():
+    """Each cell and mode on the lean build: every value the golden model's, the cycles the model's (which are the
+    full build's: tests/test_state_rtl.py and the model tests hold the full build to them), the MAC counters the
+    model's."""
+    results = run_many(LEAN, [(w, False, mode, {"partition": g}) for w, mode, g in RUNS])
+    for (w, mode, g), res in zip(RUNS, results, strict=True):
+        assert res.ok, (w.cell, mode, res.error, res.mismatches[:3])
+        p = predict(LEAN, w.hidden, w.input, w.batch, w.steps, cell=w.cell, mode=mode, partition=g,
+                    state_in=w.has_c0)
+        assert res.cycles == p.cycles, (w.cell, mode, res.cycles, p.cycles)
+        assert res.counters["macs_useful"] == p.macs_useful and res.counters["macs"] == p.macs
+        assert len(res.trace) == 0
+        assert set(res.counters) == {"cycles", "run_cycles", "macs", "macs_useful"}
+
+
+def test_run_on_a_board_build_says_what_it_cannot_count(capsys):
+    assert main(["run", "--config", "small", "--trace", "off", "--counters", "off"]) == 0
+    out = capsys.readouterr().out
+    for line in ("memory   not counted", "busy     not counted", "energy   not counted", "latency  not recorded"):
+        assert line in out, line
+    assert "values equal the golden model" in out
+
+
+def test_a_timeline_needs_the_trace(capsys, tmp_path):
+    assert main(["run", "--config", "small", "--trace", "off", "--timeline", str(tmp_path / "t.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--trace on" in err
