@@ -1,5 +1,5 @@
-"""The board build (``Config.trace`` and ``Config.all_counters`` off, as the FPGA presets have them): what it leaves out,
-and that nothing else changes — the same results bit for bit and the same cycles as the full build."""
+"""The board build (``Config.trace`` and ``Config.all_counters`` off, as the FPGA presets have them): what it leaves
+out, and that nothing else changes — the same results bit for bit and the same cycles as the full build."""
 
 from __future__ import annotations
 

@@ -294,13 +294,76 @@ def test_synth_hands_its_seed_and_floorplan_choice_to_nextpnr(monkeypatch, tmp_p
     monkeypatch.setattr(command, "synthesize", lambda *a, **k: syn)
     monkeypatch.setattr(command, "place_and_route", place_and_route)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(command, "plan_hard_blocks", lambda *a: seen.setdefault("planned", True) and (0, 0))
     assert main(["synth", "--config", "small", "--seed", "7", "--no-floorplan", "--place-only"]) == 0
-    assert seen == {"seed": 7, "route": False, "plan": False, "scope": ""}
+    knobs = seen.pop("knobs")
+    assert seen == {"seed": 7, "route": False, "work": None}
+    assert (knobs.freq_mhz, knobs.router, knobs.density, knobs.timeout_min) == (75, "router2", None, None)
     assert "seed 7" in capsys.readouterr().out
     assert "--seed 7`" in (tmp_path / "reports" / "synth-small.md").read_text()
     assert main(["synth", "--seed", "-1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--seed" in err and "-1" in err
+
+
+def test_synth_runs_its_seeds_side_by_side_and_prints_each_and_the_median(monkeypatch, tmp_path, capsys):
+    """`--seeds 1,2,3`: a nextpnr run a seed, each in a folder of its own, with the knobs of the flags; each Fmax on
+    the routed summary line, then the median; a run stopped at --route-timeout says where its router was."""
+    import sim.cli.fpga as command
+    from sim.cli.main import main
+    from sim.flows.fpga.nextpnr import PlaceRoute
+    from sim.flows.fpga.plans import DspPlan
+    from sim.flows.fpga.yosys import Synthesis
+
+    syn = Synthesis(TARGETS["ecp5-85k"], Counter(), {}, [], plan=DspPlan(0, 0, ()))
+    calls = []
+    fmax = {1: 71.82, 2: 70.33, 3: 69.37, 4: None}
+
+    def place_and_route(_syn, _dir, *, seed, route, knobs, work):
+        calls.append((seed, knobs, work))
+        if fmax[seed] is None:
+            return PlaceRoute(False, None, {}, [], 60.0, "did not route in 1 min: 1,204 overused wires at iteration "
+                              "60", seed=seed, timed_out=True, knobs=knobs)
+        return PlaceRoute(True, fmax[seed], {}, [], 10.0 * seed, seed=seed, knobs=knobs)
+
+    monkeypatch.setattr(command, "synthesize", lambda *a, **k: syn)
+    monkeypatch.setattr(command, "place_and_route", place_and_route)
+    monkeypatch.setattr(command, "plan_hard_blocks", lambda *a: (0, 0))
+    monkeypatch.chdir(tmp_path)
+    assert main(["synth", "--config", "small", "--seeds", "1,2,3", "--freq", "80", "--router", "router1",
+                 "--placer-density", "0.7", "--route-timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    assert sorted(seed for seed, _, _ in calls) == [1, 2, 3]
+    assert all(work.name == f"seed{seed}" for seed, _, work in calls)
+    knobs = calls[0][1]
+    assert (knobs.freq_mhz, knobs.router, knobs.density, knobs.timeout_min) == (80, "router1", 0.7, 30)
+    assert "--placer-heap-beta 0.7" in " ".join(knobs.flags())
+    for seed in (1, 2, 3):
+        assert f"s: Fmax {fmax[seed]:.1f} MHz (target 80 MHz), seed {seed}" in out
+    assert "median Fmax 70.33 MHz over seeds 1, 2, 3 (71.82 / 70.33 / 69.37)" in out
+    calls.clear()
+    assert main(["synth", "--config", "small", "--seeds", "2,4", "--route-timeout", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "nextpnr  did not route in 1 min: 1,204 overused wires at iteration 60, seed 4" in out
+    for flags, words in ((["--freq", "0"], "--freq"), (["--placer-density", "2"], "--placer-density"),
+                         (["--route-timeout", "-3"], "--route-timeout"),
+                         (["--seed", "1", "--seeds", "1,2"], "not both"), (["--seeds", "1,1"], "--seeds")):
+        assert main(["synth", "--config", "small", *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, (flags, err)
+
+
+def test_the_router_progress_is_read_from_either_router_log():
+    from sim.flows.fpga.nextpnr import router_progress
+
+    two = "Info: Running router2...\nInfo:     iter=59 wires=120000 overused=1500 overuse=1700 archfail=NA\n" \
+          "Info:     iter=60 wires=120100 overused=1204 overuse=1300 archfail=NA\n"
+    assert router_progress(two) == "1,204 overused wires at iteration 60"
+    one = ("Info:            |   (re-)routed arcs  |   delta    | remaining|       time spent     |\n"
+           "Info:    IterCnt |  w/ripup   wo/ripup |  w/r  wo/r |      arcs| batch(sec) total(sec)|\n"
+           "Info:      61000 |     9000      52000 |  900  5100 |     12345|       2.00    120.00 |\n")
+    assert router_progress(one) == "12,345 arcs left to route at iteration 61,000"
+    assert router_progress("Info: Placed 10 cells\n") == ""
 
 
 def test_synth_of_one_block_builds_it_alone_and_names_its_report(monkeypatch, tmp_path, capsys):
@@ -325,6 +388,7 @@ def test_synth_of_one_block_builds_it_alone_and_names_its_report(monkeypatch, tm
 
     monkeypatch.setattr(command, "synthesize", synthesize)
     monkeypatch.setattr(command, "place_and_route", place_and_route)
+    monkeypatch.setattr(command, "plan_hard_blocks", lambda _syn, _dir, scope: seen.update(scope=scope) or (0, 0))
     monkeypatch.chdir(tmp_path)
     assert main(["synth", "--config", "small", "--block", "subset"]) == 0
     assert seen["block"] == "subset" and seen["scope"] == "subset0." and str(seen["build_dir"]).endswith("-subset")

@@ -25,6 +25,14 @@ def non_negative(text):
     return _int_in(text, 0)
 
 
+def seed_list(text):
+    """``1,2,3``: distinct non-negative integers."""
+    seeds = [_int_in(part.strip(), 0) for part in text.split(",") if part.strip()]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"must be distinct seeds separated by commas (1,2,3), not {text!r}")
+    return seeds
+
+
 def _int_in(text, low):
     try:
         value = int(text)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import statistics
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hdl.config import PRESETS, Config, UserError
 from sim.cli.args import config_from_args, preset_name
+from sim.flows.fpga.area import area_of
 from sim.flows.fpga.blocks import BLOCK_SCOPES
 from sim.flows.fpga.fit import fit_of
 from sim.flows.fpga.netlist import Netlist, shared_flops
-from sim.flows.fpga.nextpnr import place_and_route
+from sim.flows.fpga.nextpnr import Knobs, place_and_route, plan_hard_blocks
 from sim.flows.fpga.report import summary, write_report
 from sim.flows.fpga.synth import synthesize
-from sim.flows.fpga.targets import target_named
+from sim.flows.fpga.targets import goal_mhz, target_named
 from sim.flows.fpga.yosys import SynthesisError
 from sim.flows.verilog import write_verilog
 from sim.reports.files import output_dir
@@ -35,6 +39,7 @@ def _config_label(args, cfg: Config) -> str:
 def cmd_synth(args) -> int:
     target = target_named(args.target)
     block = args.block
+    check_knobs(args)
     if block != "core" and args.pins:
         raise UserError(f"--pins puts the whole core's ports on pins; --block {block} measures the {block} alone in "
                         "the register harness: give one or the other")
@@ -83,35 +88,93 @@ def cmd_synth(args) -> int:
         print("netlist  " + (f"{len(shared)} registers drive logic in more than one subset (one wire across the "
                              "chip each): " + ", ".join(f"{n} ({', '.join(map(str, v))})" for n, v in shared.items())
                              if shared else "no register drives logic in more than one subset"))
+    area = area_of(syn) if syn.mapped_logic else None
+    if area is not None:
+        print(f"area     {area.line()}" + ("" if args.area else " (--area: every unit)"))
+        if args.area:
+            print(area.table())
     fit = fit_of(syn, build_dir)
     print(f"fit      {fit.line()}", flush=True)
-    pnr = None
+    pnr, every_seed = None, False
     if fit.over:
         print("nextpnr  skipped: the build does not fit")
     elif args.fit_only or target.nextpnr is None:
         print("nextpnr  " + ("skipped (--fit-only)" if args.fit_only else
                              f"none for {target.name} (no open place-and-route): the counts are Yosys' estimates"))
     else:
-        print(f"nextpnr  {target.nextpnr.replace('_', '-')} {' '.join(target.device)} at {target.freq_mhz} MHz, "
-              f"seed {args.seed} (minutes for a large build)...", flush=True)
-        pnr = place_and_route(syn, build_dir, seed=args.seed, route=not args.place_only, plan=not args.no_floorplan,
-                              scope=BLOCK_SCOPES[block])
-        if any(pnr.fixed):
-            print(f"floorplan {pnr.fixed[0]} multipliers cluster by cluster, {pnr.fixed[1]} block RAMs (beside their "
-                  "cluster or subset; each memory bank as one patch)")
-        if pnr.fmax is not None:
-            what = "Fmax" if pnr.routed else "Fmax estimate after placement"
-            print(f"nextpnr  {pnr.seconds:.0f} s: {what} {pnr.fmax:.1f} MHz (target {target.freq_mhz} MHz)")
-        if not pnr.ok:
-            print(f"nextpnr  failed: {pnr.message or 'see ' + str(build_dir / 'nextpnr.log')}")
+        pnr, every_seed = _place_and_route(args, syn, build_dir, target, label, block)
     table = summary(syn, pnr, fit)
     print(table)
     report = Path(args.report_dir) / f"synth-{label}.md"
     try:
-        write_report(report, label, cfg, syn, pnr, fit, table, harness, block, shared)
+        write_report(report, label, cfg, syn, pnr, fit, table, harness, block, shared, area)
     except OSError as e:
         raise UserError(f"cannot write {report}: {e.strerror or e}") from None
     print(f"report   {report}")
     if args.fit_only or target.nextpnr is None:
         return 0                                  # the verdict is the answer
-    return 0 if pnr is not None and pnr.ok else 1
+    return 0 if pnr is not None and pnr.ok and every_seed else 1
+
+
+def _knobs(args, target) -> Knobs:
+    """nextpnr's knobs from the flags (checked before any long work: :func:`check_knobs`); the clock by default
+    the goal of the preset the build starts from."""
+    return Knobs(args.freq or goal_mhz(preset_name(args), target), args.router, args.placer, args.placer_density,
+                 args.placer_timing_weight, args.route_timeout)
+
+
+def check_knobs(args) -> None:
+    """The place-and-route flags, one line each when wrong."""
+    if args.freq is not None and not 1 <= args.freq <= 1000:
+        raise UserError(f"--freq must be a clock in MHz from 1 to 1000, not {args.freq:g}")
+    if args.placer_density is not None and not 0.3 <= args.placer_density <= 1.0:
+        raise UserError(f"--placer-density must be from 0.3 to 1.0 (the placer's maximum density; nextpnr's "
+                        f"default 0.9), not {args.placer_density:g}")
+    if args.route_timeout is not None and args.route_timeout <= 0:
+        raise UserError(f"--route-timeout must be a positive number of minutes, not {args.route_timeout:g}")
+    if args.seeds is not None and args.seed is not None:
+        raise UserError("give --seed N or --seeds 1,2,3, not both")
+
+
+def _place_and_route(args, syn, build_dir: Path, target, label: str, block: str):
+    """nextpnr at every seed asked for, side by side up to the cores; each figure printed, then the median of
+    the routed ones. The result reported is the median seed's (the first seed's when one ran or none routed),
+    with whether every seed routed."""
+    knobs = _knobs(args, target)
+    seeds = args.seeds or [1 if args.seed is None else args.seed]
+    side = max(1, min(len(seeds), os.cpu_count() or 1))
+    print(f"nextpnr  {target.nextpnr.replace('_', '-')} {' '.join(target.device)} {' '.join(knobs.flags())}, "
+          f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+          + (f", {side} side by side" if len(seeds) > 1 else "")
+          + (f", at most {knobs.timeout_min:g} min each" if knobs.timeout_min else "")
+          + " (minutes for a large build)...", flush=True)
+    fixed = (0, 0) if args.no_floorplan else plan_hard_blocks(syn, build_dir, BLOCK_SCOPES[block])
+    if any(fixed):
+        print(f"floorplan {fixed[0]} multipliers cluster by cluster, {fixed[1]} block RAMs (beside their cluster or "
+              "subset; each memory bank as one patch)")
+
+    def one(seed: int):
+        return place_and_route(syn, build_dir, seed=seed, route=not args.place_only, knobs=knobs,
+                               work=build_dir / f"seed{seed}" if len(seeds) > 1 else None)
+
+    with ThreadPoolExecutor(max_workers=side) as pool:
+        runs = list(pool.map(one, seeds))
+    for pnr in runs:
+        pnr.fixed = fixed
+        at = f", seed {pnr.seed}" if len(seeds) > 1 else ""
+        if pnr.timed_out:
+            print(f"nextpnr  {pnr.message}{at}")
+        elif pnr.fmax is not None:
+            what = "Fmax" if pnr.routed else "Fmax estimate after placement"
+            print(f"nextpnr  {pnr.seconds:.0f} s: {what} {pnr.fmax:.1f} MHz (target {knobs.freq_mhz:g} MHz){at}")
+        if not pnr.ok and not pnr.timed_out:
+            print(f"nextpnr  failed{at}: {pnr.message or 'see ' + str((pnr.folder or build_dir) / 'nextpnr.log')}")
+    finished = [p for p in runs if p.ok and p.fmax is not None]          # in seed order
+    done = sorted(finished, key=lambda p: p.fmax)
+    if len(seeds) > 1:
+        what = "Fmax" if not args.place_only else "Fmax estimate after placement"
+        print(f"nextpnr  median {what} " + (f"{statistics.median(p.fmax for p in done):.2f} MHz over seeds "
+                                           f"{', '.join(str(p.seed) for p in finished)} ("
+                                           + " / ".join(f"{p.fmax:.2f}" for p in finished) + ")"
+                                           if done else "— no seed finished"))
+    return (done[(len(done) - 1) // 2] if done and len(seeds) > 1 else runs[0]), all(p.ok for p in runs)

@@ -23,6 +23,7 @@ from sim.cli.args import (
     add_schedule_args,
     non_negative,
     positive,
+    seed_list,
 )
 from sim.flows.fpga.blocks import BLOCK_NAMES
 from sim.flows.fpga.targets import TARGETS
@@ -221,14 +222,33 @@ def _add_fpga_commands(sub) -> None:
                    help="stop after the fit verdict (Yosys and nextpnr's packing, no place-and-route; exit 0 either "
                         "way)")
     q.add_argument("--report-dir", default="reports", help="where synth-<config>.md goes")
+    q.add_argument("--area", action="store_true",
+                   help="print the area of every unit (LUT4, FF, DSP, block RAM: the CU array, the cell units, each "
+                        "subset's units, the scheduler's, the memory, counters, CSRs; the report always has it)")
     q.add_argument("--pins", action="store_true",
                    help="put every port of the core on a pin (default: the core in a register harness, as a "
                         "board's own logic drives it)")
     q.add_argument("--place-only", action="store_true",
                    help="stop nextpnr after placement: its Fmax estimate (routing takes the default build "
                         "another 6 to 14 minutes)")
-    q.add_argument("--seed", type=non_negative, default=1,
-                   help="nextpnr's placement seed (Fmax varies by a few MHz from seed to seed)")
+    q.add_argument("--seed", type=non_negative, default=None,
+                   help="nextpnr's placement seed (default 1; Fmax varies by a few MHz from seed to seed)")
+    q.add_argument("--seeds", type=seed_list, metavar="1,2,3",
+                   help="place and route at each seed, side by side up to the cores: each Fmax and the median")
+    q.add_argument("--freq", type=float, metavar="MHZ",
+                   help="the clock nextpnr aims at (default: the preset's goal, ecp5 75 MHz, ecp5-rnn 85 MHz)")
+    q.add_argument("--router", choices=("router1", "router2"), default="router2",
+                   help="nextpnr's router (default router2: router1 had not converged in an hour on a 68 %%-full "
+                        "85k)")
+    q.add_argument("--placer", choices=("heap", "static"), default="heap", help="nextpnr's placer (default heap)")
+    q.add_argument("--placer-density", type=float, metavar="F",
+                   help="the placer's maximum density, 0.3 to 1.0 (nextpnr's --placer-heap-beta, default 0.9): "
+                        "lower spreads the logic, giving the router room")
+    q.add_argument("--placer-timing-weight", type=non_negative, metavar="N",
+                   help="the placer's timing weight (nextpnr's --placer-heap-timingweight, default 10)")
+    q.add_argument("--route-timeout", type=float, metavar="MIN",
+                   help="stop nextpnr after MIN minutes, saying how far the router got (router2 has no iteration "
+                        "cap)")
     q.add_argument("--no-floorplan", action="store_true",
                    help="let nextpnr place the multipliers and block RAMs (default: each cluster's together)")
     q.add_argument("--block", default="core", choices=BLOCK_NAMES,

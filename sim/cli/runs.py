@@ -99,7 +99,8 @@ def _report(args, res, choice, chosen, table) -> int:
         save_result(args.out, res.h, {**res.counters, "macs_issued": res.counters.get("macs", 0), "width": res.width,
                                       "partition": res.partition,
                                       "error": res.error, "overflow": int(res.overflow)}, args.last_only,
-                    scale_h=res.workload.top_scale_h, figures=res.energy(table).record() if res.cfg.all_counters else None,
+                    scale_h=res.workload.top_scale_h,
+                    figures=res.energy(table).record() if res.cfg.all_counters else None,
                     request_cycles=[c for c, *_ in requests] if requests else None, h_n=res.h_n, c_n=res.c_n,
                     state_scales=_state_scales(res.workload))
         keys = "h, h_n" + (", c_n" if res.c_n is not None else "") + (

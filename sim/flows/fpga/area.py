@@ -1,10 +1,14 @@
-"""Where a build's area goes (:func:`area_of`): Yosys with the hierarchy kept (``-noflatten``), every module's own
-LUT4 / FF / DSP / BRAM, the instances of a unit summed (``subset*.fill``: the four subsets' fill units).
+"""Where a build's area goes (:func:`area_of`): every cell of the netlist nextpnr gets — Yosys' flat run, its totals
+the synthesis' own — counted in the unit of the hierarchy it belongs to, the instances of a unit summed
+(``subset*.fill``: the four subsets' fill units).
 
-Amaranth writes a module per instance, named by its path (``harness.block.core.subset2.fill``), so the
-hierarchical run counts each instance on its own; the table folds them by their unit. Kept apart, the units are
-optimized each on its own (no constant or equal logic merged across a boundary, no register packed into a block
-RAM or DSP), so the sum sits a little above the flat run's: the table says by how much."""
+Flattening names every cell after the net it drives (Yosys' ``autoname``: ``block.core.subset2.fill.busy_TRELLIS_
+FF_Q``, ``…busy_TRELLIS_FF_Q_DI_LUT4_Z`` for the LUT in front of that flip-flop) and keeps each unit as a
+``$scopeinfo`` cell, so a cell's unit is the longest unit path its name starts with: a flip-flop, block RAM or DSP
+its own unit's, a LUT the unit of the register or port it feeds. A unit's figure is what it costs in the design
+as built — the logic merged across a boundary counted once, where it lands — and the units sum to the flat
+run's counts exactly (a synthesis with the hierarchy kept maps each unit alone: 33 % more LUTs on the ``small``
+build)."""
 
 from __future__ import annotations
 
@@ -79,49 +83,42 @@ class UnitArea:
 
 @dataclass(frozen=True)
 class Area:
-    """The units of a build, in the order of the hierarchy, and the flat run's totals beside them."""
+    """The units of a build, in the order of the hierarchy, and the synthesis they were counted in."""
     target: Target
     units: list[UnitArea]
-    flat: Synthesis | None = None
+    syn: Synthesis | None = None
 
     def total(self, key: str) -> float:
         return sum(getattr(u, key) for u in self.units)
 
     def of(self, prefix: str, key: str = "luts") -> float:
-        """A unit and everything below it."""
+        """A unit and everything below it (``core.subset*``: the subsets whole)."""
         return sum(getattr(u, key) for u in self.units if u.unit == prefix or u.unit.startswith(prefix + "."))
 
     def table(self) -> str:
-        """Markdown: a row a unit (its own cells), then the hierarchical total and the flat run's."""
+        """Markdown: a row a unit (its own cells, its instances summed), then the total."""
         t = self.target
         lut = t.labels["LUT"]
         total = self.total("luts") or 1
         rows = [f"| unit | × | {lut} | FF | {t.labels['DSP']} | {t.labels['BRAM']} | {lut} % | what it is |",
                 "|---|---:|---:|---:|---:|---:|---:|---|"]
         for u in self.units:
-            depth = u.unit.count(".")
-            name = ("&nbsp;&nbsp;" * depth) + (u.unit.rsplit(".", 1)[-1] or "(harness)")
+            depth = u.unit.count(".") + (1 if u.unit else 0)
+            name = "· " * depth + (u.unit.rsplit(".", 1)[-1] or "(harness)")
             rows.append(f"| {name} | {u.instances} | {u.luts:,} | {u.ffs:,} | {u.dsps} | {_bram(u.brams)} | "
                         f"{100 * u.luts / total:.1f} | {u.words} |")
-        rows.append(f"| **total, units apart** | | {int(self.total('luts')):,} | {int(self.total('ffs')):,} | "
-                    f"{int(self.total('dsps'))} | {_bram(self.total('brams'))} | 100.0 | |")
-        if self.flat is not None and self.flat.mapped_logic:
-            f = self.flat
-            rows.append(f"| **total, flat run** | | {f.luts:,} | {f.ffs:,} | {f.dsps} | {f.brams} | "
-                        f"{100 * f.luts / total:.1f} | the netlist nextpnr gets |")
+        counted = f"{self.syn.luts:,} {lut}, {self.syn.ffs:,} FF" if self.syn is not None else "—"
+        rows.append(f"| **total** | | {int(self.total('luts')):,} | {int(self.total('ffs')):,} | "
+                    f"{int(self.total('dsps'))} | {_bram(self.total('brams'))} | 100.0 | the netlist nextpnr gets "
+                    f"(Yosys counted {counted} before the registers moved into block RAMs and DSPs) |")
         return "\n".join(rows)
 
     def line(self) -> str:
-        """One line: the hierarchical totals against the flat run's."""
+        """One line: the largest units."""
         lut = self.target.labels["LUT"]
-        text = (f"{len(self.units)} units, {int(self.total('luts')):,} {lut}, {int(self.total('ffs')):,} FF, "
-                f"{int(self.total('dsps'))} {self.target.labels['DSP']}, {_bram(self.total('brams'))} "
-                f"{self.target.labels['BRAM']}")
-        if self.flat is not None and self.flat.mapped_logic:
-            f = self.flat
-            text += (f" (flat run: {f.luts:,} {lut} {_delta(self.total('luts'), f.luts)}, {f.ffs:,} FF "
-                     f"{_delta(self.total('ffs'), f.ffs)})")
-        return text
+        total = self.total("luts") or 1
+        return f"{int(self.total('luts')):,} {lut} in {len(self.units)} units, the largest: " + ", ".join(
+            f"{u.unit or '(harness)'} {u.luts:,} ({100 * u.luts / total:.0f} %)" for u in self.top(6))
 
     def top(self, n: int = 8) -> list[UnitArea]:
         return sorted(self.units, key=lambda u: -u.luts)[:n]
@@ -131,25 +128,27 @@ def _bram(v: float) -> str:
     return f"{v:g}"
 
 
-def _delta(a: float, b: float) -> str:
-    return f"{100 * (a - b) / b:+.1f} %" if b else ""
-
-
-def area_of(syn: Synthesis, flat: Synthesis | None = None) -> Area:
-    """The units of a hierarchical synthesis (``synthesize(..., flatten=False)``), from its ``stat.json``."""
+def area_of(syn: Synthesis) -> Area:
+    """The units of a flat synthesis (``syn.json``, the netlist as nextpnr gets it)."""
     target = syn.target
-    text = (syn.log.parent / "stat.json").read_text()
-    data = json.loads(text[text.index("{"):])
-    counts: dict[str, Counter] = {}
-    instances: Counter = Counter()
-    order: list[str] = []
-    for module, stat in data["modules"].items():
-        unit = unit_of(module)
-        if unit not in counts:
-            counts[unit] = Counter()
-            order.append(unit)
-        counts[unit].update(stat.get("num_cells_by_type", {}))
-        instances[unit] += 1
+    modules = json.loads(Path(syn.json).read_text())["modules"].values()
+    module = max(modules, key=lambda m: len(m.get("cells", {})))     # the flat design (the rest: cell libraries)
+    cells = module["cells"]
+    scopes = {name for name, cell in cells.items() if cell["type"] == "$scopeinfo"}
+    counts: dict[str, Counter] = {unit_of(scope): Counter() for scope in scopes}
+    counts.setdefault("", Counter())
+    instances = Counter(unit_of(scope) for scope in scopes)
+    instances[""] = 1
+    for name, cell in cells.items():
+        if cell["type"] == "$scopeinfo":
+            continue
+        scope, at = "", len(name)
+        while at > 0:                            # the longest unit path the name starts with
+            at = name.rfind(".", 0, at)
+            if at > 0 and name[:at] in scopes:
+                scope = name[:at]
+                break
+        counts[unit_of(scope) if scope else ""][cell["type"]] += 1
     halves = target.half_bram_cells
 
     def row(unit: str) -> UnitArea:
@@ -159,7 +158,7 @@ def area_of(syn: Synthesis, flat: Synthesis | None = None) -> Area:
                         sum(c[k] for k in target.dsp_cells),
                         sum(c[k] for k in target.bram_cells) + sum(c[k] for k in halves) / 2)
 
-    return Area(target, [row(u) for u in sorted(order, key=_hierarchy_key)], flat)
+    return Area(target, [row(u) for u in sorted(counts, key=_hierarchy_key)], syn)
 
 
 def _hierarchy_key(unit: str) -> tuple:

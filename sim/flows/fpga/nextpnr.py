@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +13,27 @@ from sim.flows.fpga.netlist import Netlist
 from sim.flows.fpga.yosys import Synthesis
 from sim.flows.fpga.yowasp import run_tool, tool_command
 
-__all__ = ["PlaceRoute", "place_and_route", "pack"]
+__all__ = ["Knobs", "PlaceRoute", "plan_hard_blocks", "place_and_route", "router_progress", "pack"]
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """How nextpnr is run: the clock it aims at, its router, the placer's density and timing weight (None:
+    nextpnr's own default), and a time limit for the whole run (None: none; router2 has no iteration cap)."""
+    freq_mhz: float
+    router: str = "router2"
+    placer: str = "heap"
+    density: float | None = None                 # --placer-heap-beta: the placer's maximum density
+    timing_weight: int | None = None             # --placer-heap-timingweight
+    timeout_min: float | None = None
+
+    def flags(self) -> list[str]:
+        out = ["--freq", f"{self.freq_mhz:g}", "--router", self.router, "--placer", self.placer]
+        if self.density is not None:
+            out += ["--placer-heap-beta", f"{self.density:g}"]
+        if self.timing_weight is not None:
+            out += ["--placer-heap-timingweight", str(self.timing_weight)]
+        return out
 
 
 @dataclass
@@ -26,33 +47,48 @@ class PlaceRoute:
     routed: bool = True                          # False: placed only, Fmax is nextpnr's placement estimate
     fixed: tuple[int, int] = (0, 0)              # multipliers and block RAMs the floorplan placed
     seed: int = 1                                # nextpnr's placement seed
+    timed_out: bool = False                      # stopped at the knobs' time limit (``message`` says where)
+    folder: Path | None = None                   # where its log, report and placed netlist are
+    knobs: Knobs | None = None                   # how nextpnr was run
+
+
+def plan_hard_blocks(syn: Synthesis, build_dir: Path, scope: str = "") -> tuple[int, int]:
+    """The floorplan (:func:`floorplan`) written into ``top.json`` as ``BEL`` attributes: (multipliers, block
+    RAMs) placed; (0, 0) on a target without site tables. ``scope``: see :func:`floorplan`."""
+    if syn.target.dsp_sites is None:
+        return 0, 0
+    nl = Netlist(build_dir / "top.json")
+    fixed = floorplan(nl, syn.target, scope)
+    if any(fixed):
+        nl.save()
+    return fixed
 
 
 def place_and_route(syn: Synthesis, build_dir: Path, *, seed: int = 1, route: bool = True,
-                    plan: bool = True, scope: str = "") -> PlaceRoute:
-    """nextpnr on ``top.json``: utilisation, Fmax of ``clk`` and the critical path; without ``route``, the
-    placement only and nextpnr's Fmax estimate after it (minutes where routing a large build takes hours).
-    With ``plan``, the multipliers and block RAMs are placed by :func:`floorplan` first (``top.json``, as
-    Yosys wrote it, takes their ``BEL`` attributes). The placed (or routed) netlist is kept as
-    ``placed.json`` for ``scripts/paths.py --placed``. ``scope``: see :func:`floorplan`."""
+                    knobs: Knobs | None = None, work: Path | None = None) -> PlaceRoute:
+    """nextpnr on ``top.json`` (floorplanned by :func:`plan_hard_blocks` before, where wanted): utilisation, Fmax
+    of ``clk`` and the critical path; without ``route``, the placement only and nextpnr's Fmax estimate after it
+    (minutes where routing a large build takes hours). ``work``: a folder of its own (seeds side by side), the
+    netlist copied there. The placed (or routed) netlist is kept as ``placed.json`` for ``scripts/paths.py
+    --placed``. At ``knobs.timeout_min`` nextpnr is stopped and the result says how far the router got."""
     target = syn.target
-    fixed = (0, 0)
-    if plan and target.dsp_sites is not None:
-        nl = Netlist(build_dir / "top.json")
-        fixed = floorplan(nl, target, scope)
-        if any(fixed):
-            nl.save()
-    cmd = [*tool_command(target.nextpnr, "rnnpipe synth"), *target.device, "--json", "top.json",
-           "--freq", str(target.freq_mhz), "--seed", str(seed), "--timing-allow-fail",
-           "--report", "report.json", "--write", "placed.json", *(() if route else ("--no-route",))]
+    knobs = knobs or Knobs(target.freq_mhz)
+    work = Path(work or build_dir)
+    if work != Path(build_dir):
+        work.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(build_dir) / "top.json", work / "top.json")
+    cmd = [*tool_command(target.nextpnr, "rnnpipe synth"), *target.device, "--json", "top.json", *knobs.flags(),
+           "--seed", str(seed), "--timing-allow-fail", "--report", "report.json", "--write", "placed.json",
+           *(() if route else ("--no-route",))]
     if target.name.startswith("ecp5"):
         cmd.append("--lpf-allow-unconstrained")
     else:
         cmd.append("--pcf-allow-unconstrained")
-    log = build_dir / "nextpnr.log"
-    report = build_dir / "report.json"
+    log = work / "nextpnr.log"
+    report = work / "report.json"
     report.unlink(missing_ok=True)
-    status, seconds = run_tool(cmd, build_dir, log)
+    timeout = knobs.timeout_min * 60 if knobs.timeout_min else None
+    status, seconds = run_tool(cmd, work, log, timeout=timeout)
     text = log.read_text(errors="replace")
     used = _utilisation(text)
     fmax = None
@@ -66,7 +102,26 @@ def place_and_route(syn: Synthesis, build_dir: Path, *, seed: int = 1, route: bo
         fmax = float(found[-1]) if found else None
     critical = _critical_path(text)
     errors = re.findall(r"^ERROR: (.*)$", text, re.MULTILINE)
-    return PlaceRoute(status == 0, fmax, used, critical, seconds, errors[-1] if errors else "", route, fixed, seed)
+    if status is None:                           # the time limit
+        where = router_progress(text)
+        message = f"did not route in {knobs.timeout_min:g} min" + (f": {where}" if where else
+                                                                   " (still placing)")
+        return PlaceRoute(False, None, used, [], seconds, message, route, (0, 0), seed, True, work, knobs)
+    return PlaceRoute(status == 0, fmax if status == 0 else None, used, critical, seconds,
+                      errors[-1] if errors else "", route, (0, 0), seed, False, work, knobs)
+
+
+def router_progress(log: str) -> str:
+    """How far a router got, from its log: router2's overused wires at its last iteration, router1's arcs left."""
+    two = re.findall(r"iter=(\d+)\s+wires=\d+\s+overused=(\d+)", log)
+    if two:
+        iteration, over = two[-1]
+        return f"{int(over):,} overused wires at iteration {int(iteration)}"
+    one = re.findall(r"^Info:\s+(\d+) \|\s+\d+\s+\d+ \|\s+\d+\s+\d+ \|\s+(\d+)\|", log, re.MULTILINE)
+    if one:
+        iteration, left = one[-1]
+        return f"{int(left):,} arcs left to route at iteration {int(iteration):,}"
+    return ""
 
 
 def pack(syn: Synthesis, build_dir: Path) -> dict[str, tuple[int, int]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hdl.config import PRESETS, Config
 from hdl.top import TOP_NAME
+from sim.flows.fpga.area import Area
 from sim.flows.fpga.blocks import HARNESS
 from sim.flows.fpga.fit import PACKED, Fit
 from sim.flows.fpga.nextpnr import PlaceRoute
@@ -38,7 +39,8 @@ def summary(syn: Synthesis, pnr: PlaceRoute | None, fit: Fit) -> str:
                     f"{pnr.used[t.pnr_counts['LUTRAM']][1]} |")
     fmax = f"{pnr.fmax:.1f} MHz" if pnr is not None and pnr.fmax is not None else "—"
     label = "Fmax (clk)" if pnr is None or pnr.routed else "Fmax (clk), placement estimate"
-    goal = f"target {t.freq_mhz} MHz" if t.nextpnr is not None else "no open place-and-route"
+    freq = pnr.knobs.freq_mhz if pnr is not None and pnr.knobs else t.freq_mhz
+    goal = f"target {freq:g} MHz" if t.nextpnr is not None else "no open place-and-route"
     rows.append(f"| {label} | |{' |' if packed else ''} {fmax} | {goal} |")
     return "\n".join(rows)
 
@@ -50,12 +52,13 @@ def _short(memory: str) -> str:
 
 def write_report(path: Path, label: str, cfg: Config, syn: Synthesis, pnr: PlaceRoute | None,
                   fit: Fit, table: str, harness: bool = True, block: str = "core",
-                  shared: dict[str, list[int]] | None = None) -> None:
+                  shared: dict[str, list[int]] | None = None, area: Area | None = None) -> None:
     """One file per config; a section per target, replaced when that target is run again."""
     t = syn.target
     key = t.name + ("" if harness else "-pins")
     lines = [f"## {key}", "",
-             f"Yosys `{t.synth}` ({syn.seconds:.0f} s), nextpnr `{' '.join(t.device)} --freq {t.freq_mhz}"
+             f"Yosys `{t.synth}` ({syn.seconds:.0f} s), nextpnr `{' '.join(t.device)} "
+             + (' '.join(pnr.knobs.flags()) if pnr is not None and pnr.knobs else f"--freq {t.freq_mhz}")
              + (f" --seed {pnr.seed}`" if pnr else "`")
              + (f" ({pnr.seconds:.0f} s{'' if pnr.routed else ', placement only'})" if pnr else " (not run)") + "; "
              + ("the core in a register harness: every input from a flip-flop of a shift register fed by one pin, "
@@ -98,6 +101,9 @@ def write_report(path: Path, label: str, cfg: Config, syn: Synthesis, pnr: Place
     lines += ["| memory | primitive |", "|---|---|"]
     lines += [f"| {_short(m)} | {syn.mapped.get(m, '—')} |" for m in syn.memories]
     lines.append("")
+    if area is not None:
+        lines += ["Area by unit (`rnnpipe synth --area`; `sim.flows.fpga.area`: each cell of the flat netlist in the "
+                  "unit whose register or port it feeds, a unit's instances summed):", "", area.table(), ""]
     if pnr is not None and pnr.critical:
         lines += ["Critical path (nextpnr):", "", "```", *[re.sub(r"^Info: ?", "", s) for s in pnr.critical], "```", ""]
     section = "\n".join(lines)

@@ -89,7 +89,7 @@ def rtlil_memories(rtlil: str) -> list[str]:
 
 
 def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, full: bool = True,
-              top: str = TOP_NAME, flatten: bool = True) -> Synthesis:
+              top: str = TOP_NAME) -> Synthesis:
     """Yosys in two runs from ``read`` (a command reading a file in ``build_dir``); ``mems`` are the
     memories the design declares.
 
@@ -99,10 +99,7 @@ def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, fu
     check: no latch cell, no undriven net or driver conflict (``check -assert``), every memory mapped to a
     RAM primitive (none left for flip-flops), the global memory and the trace RAMs to block RAM; it raises
     :class:`SynthesisError` otherwise. With ``full``, it finishes the mapping and writes ``top.json`` for
-    nextpnr; else the counts are of the coarse netlist (RAM and DSP primitives mapped, logic not). Without
-    ``flatten`` every module keeps its own cells (``-noflatten``: the area of each unit, ``stat.json`` per module;
-    constants and unused signals propagated across the boundaries by ``opt_hier``, but no logic merged across them
-    and no register packed, so the totals sit a little above the flat run's)."""
+    nextpnr; else the counts are of the coarse netlist (RAM and DSP primitives mapped, logic not)."""
     start = time.monotonic()
     # ``keep`` on a signal (hdl/cu.py's per-multiplier copies) keeps its driver too: opt_merge would fold
     # the copies into one flip-flop again
@@ -124,11 +121,6 @@ def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, fu
     if plan.soft:
         script.append("booth " + " ".join(plan.soft))
     synth = f"{target.synth} -top {top}" + (" -nodsp" if target.dsp_width else "")
-    if not flatten:
-        synth = synth.replace(" -flatten", "") + (" -noflatten" if target.name.startswith("ecp5") else "")
-        # what flattening would find across the units' boundaries (constants, unused and tied signals), found
-        # with the hierarchy kept
-        script += ["opt_hier", "opt_clean", "opt_expr", "opt_hier", "opt_clean"]
     stop = "map_ffram"
     script += [
         # the design's own nets, before vendor RAM mapping leaves unused primitive inputs open
@@ -164,7 +156,7 @@ def run_yosys(build_dir: Path, read: str, target: Target, mems: list[str], *, fu
         else:
             raise
     outreg, dspreg = (0, 0), (0, 0, 0)
-    if not partial and flatten:
+    if not partial:
         netlist = Netlist(build_dir / "top.json")
         outreg = pack_output_registers(netlist)
         if target.dsp_width:

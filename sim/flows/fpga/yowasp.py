@@ -24,9 +24,13 @@ def tool_command(module: str, what: str) -> list[str]:
     return [sys.executable, "-c", f"import sys, {module} as t; sys.exit(t.{entry}(sys.argv[1:]))"]
 
 
-def run_tool(cmd: list[str], cwd: Path, log: Path) -> tuple[int, float]:
-    """Run a YoWASP tool in ``cwd`` (paths relative to it), its output to ``log``; (exit status, seconds)."""
+def run_tool(cmd: list[str], cwd: Path, log: Path, timeout: float | None = None) -> tuple[int | None, float]:
+    """Run a YoWASP tool in ``cwd`` (paths relative to it), its output to ``log``; (exit status, seconds). At
+    ``timeout`` seconds the tool is stopped and the status is None."""
     start = time.monotonic()
     with open(log, "w") as f:
-        proc = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            proc = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, time.monotonic() - start
     return proc.returncode, time.monotonic() - start
