@@ -3,6 +3,8 @@ out, and that nothing else changes — the same results bit for bit and the same
 
 from __future__ import annotations
 
+import numpy as np
+
 from hdl.config import PRESETS
 from hdl.csr import counter_names, csr_map
 from sim.cli.main import main
@@ -64,3 +66,58 @@ def test_a_timeline_needs_the_trace(capsys, tmp_path):
     assert main(["run", "--config", "small", "--trace", "off", "--timeline", str(tmp_path / "t.png")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--trace on" in err
+
+
+def test_pack_output_is_the_inverse_of_unpack_output():
+    from sim.models.golden import run_golden
+    from sim.models.layout import pack_output, plan, unpack_output
+
+    w = random_workload(12, 8, 5, 3, seed=35)
+    lay = plan(FULL, w)
+    h = run_golden(w).h
+    words, masks = pack_output(FULL, w, lay, h)
+    assert len(words) == lay.out_words == len(masks)
+    assert np.array_equal(unpack_output(FULL, w, lay, words), h)
+    # the mask keeps the real bytes: 12 features of 16 (three words of four a row, the fourth padding) and 5 rows
+    assert sum(bin(m).count("1") for m in masks) == h.size
+
+
+def test_the_pll_gives_the_fastest_clock_at_most_the_one_asked_for():
+    from hdl.board.ulx3s import pll_for
+
+    for mhz in (50, 60, 69.37, 75, 85, 100):
+        pll = pll_for(mhz)
+        assert pll.mhz <= mhz + 1e-9 and mhz - pll.mhz < 1.0, (mhz, pll)
+        assert 400 <= pll.vco_mhz <= 800 and 25 / pll.reference >= 3.125
+    assert pll_for(75).mhz == 75 and pll_for(60).mhz == 60
+
+
+def test_the_board_lpf_places_every_pin_and_the_oscillator_clock():
+    from hdl.board.ulx3s import PINS
+    from sim.flows.fpga.boards import board_lpf
+
+    lpf = board_lpf()
+    assert 'LOCATE COMP "clk25" SITE "G2";' in lpf and 'FREQUENCY PORT "clk25" 25 MHZ;' in lpf
+    assert 'LOCATE COMP "led[7]" SITE "H3";' in lpf and 'LOCATE COMP "uart_tx" SITE "L4";' in lpf
+    assert lpf.count("LOCATE COMP") == sum(len(p) for p in PINS.values())
+
+
+def test_the_board_self_test_passes_on_the_small_build_in_verilator():
+    """The self-test top as the bitstream has it (its ROMs: the test bench's run and the golden model's output),
+    verilated: after reset it loads, programs, runs and checks the LSTM, and its UART line says PASS with the cycles
+    the run took — the model's."""
+    from sim.flows.board import selftest_workload, simulate_selftest
+
+    w = selftest_workload(FULL)
+    run = simulate_selftest(FULL, w)
+    p = predict(FULL, w.hidden, w.input, w.batch, w.steps, cell=w.cell)
+    assert run.passed, run
+    assert run.line == (f"rnnpipe self-test PASS, {p.cycles} cycles, error 0, 0 of {run_words(w)} words differ, "
+                        "run completed")
+    assert run.leds & 0b1111 == 0b0001                      # pass, not fail, not running, no error
+
+
+def run_words(w) -> int:
+    from sim.models.layout import plan
+
+    return plan(FULL, w).out_words

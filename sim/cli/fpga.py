@@ -6,12 +6,14 @@ import os
 import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from hdl.config import PRESETS, Config, UserError
 from sim.cli.args import config_from_args, preset_name
 from sim.flows.fpga.area import area_of
 from sim.flows.fpga.blocks import BLOCK_SCOPES
+from sim.flows.fpga.boards import PNR_FILES, board_named, synthesize_board, write_bitstream
 from sim.flows.fpga.fit import fit_of
 from sim.flows.fpga.netlist import Netlist, shared_flops
 from sim.flows.fpga.nextpnr import Knobs, place_and_route, plan_hard_blocks
@@ -37,9 +39,13 @@ def _config_label(args, cfg: Config) -> str:
 
 
 def cmd_synth(args) -> int:
-    target = target_named(args.target)
+    board = board_named(args.board) if args.board else None
+    target = board.fpga if board else target_named(args.target)
     block = args.block
     check_knobs(args)
+    if board and (block != "core" or args.pins or args.workload or args.target != board.target):
+        raise UserError(f"--board {board.name} builds the self-test of the whole core for its {board.target}: drop "
+                        "--block, --pins, --workload and --target")
     if block != "core" and args.pins:
         raise UserError(f"--pins puts the whole core's ports on pins; --block {block} measures the {block} alone in "
                         "the register harness: give one or the other")
@@ -55,20 +61,29 @@ def cmd_synth(args) -> int:
         w = load_workload(args.workload)
         cfg, chosen = config_for_workload(args, w, [("pipelined", False)])
         print(f"workload {w.summary()}")
+    if board and cfg.bus != "internal":
+        raise UserError(f"--board {board.name} runs the self-test from the memory on chip: drop --bus {cfg.bus}")
     if cfg.bus != "internal" and block == "memory":
         raise UserError("--block memory measures the global memory on chip; an AXI build's memory is the board's: "
                         "drop --block memory or --bus axi")
-    label = _config_label(args, cfg) + ("" if block == "core" else f"-{block}")
+    label = _config_label(args, cfg) + ("" if block == "core" else f"-{block}") + (f"-{board.name}" if board else "")
     harness = not args.pins
-    build_dir = Path("build") / "synth" / target.name / (cfg.name + ("" if harness else "-pins")
-                                                         + ("" if block == "core" else f"-{block}"))
+    build_dir = Path("build") / "synth" / (board.name if board else target.name) / (
+        cfg.name + ("" if harness or board else "-pins") + ("" if block == "core" else f"-{block}"))
     if chosen:
         print(f"build    {cfg.summary()} ({chosen})")
     what = "the core" if block == "core" else f"the {block} alone"
-    where = f"{what} in a register harness" if harness else "every port on a pin"
+    where = (f"the self-test on {board.what}, its pins in board.lpf" if board else
+             f"{what} in a register harness" if harness else "every port on a pin")
     print(f"synth    {label} ({cfg.name}) for {target.name}, {where}: Yosys {target.synth} in {build_dir}", flush=True)
+    pll = None
     try:
-        syn = synthesize(cfg, target, build_dir, harness=harness, block=block)
+        if board:
+            syn, pll = synthesize_board(cfg, board, build_dir, _knobs(args, target).freq_mhz)
+            print(f"board    the 25 MHz oscillator through an EHXPLLL (reference {pll.reference}, feedback "
+                  f"{pll.feedback}, output {pll.output}: VCO {pll.vco_mhz:.0f} MHz) to {pll.mhz:.3f} MHz")
+        else:
+            syn = synthesize(cfg, target, build_dir, harness=harness, block=block)
     except SynthesisError as e:
         print(f"rnnpipe: synthesis failed: {e}", file=sys.stderr)
         return 1
@@ -102,7 +117,9 @@ def cmd_synth(args) -> int:
         print("nextpnr  " + ("skipped (--fit-only)" if args.fit_only else
                              f"none for {target.name} (no open place-and-route): the counts are Yosys' estimates"))
     else:
-        pnr, every_seed = _place_and_route(args, syn, build_dir, target, label, block)
+        pnr, every_seed = _place_and_route(args, syn, build_dir, target, block, board, pll)
+        if board and pnr.ok:
+            every_seed = _bitstream(pnr, pll) and every_seed
     table = summary(syn, pnr, fit)
     print(table)
     report = Path(args.report_dir) / f"synth-{label}.md"
@@ -136,11 +153,31 @@ def check_knobs(args) -> None:
         raise UserError("give --seed N or --seeds 1,2,3, not both")
 
 
-def _place_and_route(args, syn, build_dir: Path, target, label: str, block: str):
+def _bitstream(pnr, pll) -> bool:
+    """The board's ``.bit`` from the routed configuration, when the routed clock holds the PLL's."""
+    work = pnr.folder
+    if pnr.fmax is None or pnr.fmax < pll.mhz:
+        print(f"bitstream not written: the routed Fmax {pnr.fmax or 0:.2f} MHz is below the PLL's {pll.mhz:.3f} MHz; "
+              f"rerun with --freq {int(pnr.fmax or 0)} (or lower)")
+        return False
+    written, seconds = write_bitstream(work)
+    if not written:
+        print(f"bitstream ecppack failed: see {work / 'ecppack.log'}")
+        return False
+    bit = work / "board.bit"
+    print(f"bitstream {bit} ({bit.stat().st_size // 1024:,} KiB, ecppack {seconds:.0f} s): the self-test at "
+          f"{pll.mhz:.3f} MHz; load it with 'openFPGALoader -b ulx3s {bit}' (LED 0 pass, 1 fail, 2 running, "
+          "3 hardware error, 7 heartbeat; the line on the FTDI UART at 115200 8N1)")
+    return True
+
+
+def _place_and_route(args, syn, build_dir: Path, target, block: str, board=None, pll=None):
     """nextpnr at every seed asked for, side by side up to the cores; each figure printed, then the median of
     the routed ones. The result reported is the median seed's (the first seed's when one ran or none routed),
     with whether every seed routed."""
     knobs = _knobs(args, target)
+    if pll is not None:                       # a board: the clock is the PLL's
+        knobs = replace(knobs, freq_mhz=round(pll.mhz, 3))
     seeds = args.seeds or [1 if args.seed is None else args.seed]
     side = max(1, min(len(seeds), os.cpu_count() or 1))
     print(f"nextpnr  {target.nextpnr.replace('_', '-')} {' '.join(target.device)} {' '.join(knobs.flags())}, "
@@ -155,7 +192,8 @@ def _place_and_route(args, syn, build_dir: Path, target, label: str, block: str)
 
     def one(seed: int):
         return place_and_route(syn, build_dir, seed=seed, route=not args.place_only, knobs=knobs,
-                               work=build_dir / f"seed{seed}" if len(seeds) > 1 else None)
+                               work=build_dir / f"seed{seed}" if len(seeds) > 1 else None,
+                               **({"device": board.device, "extra": PNR_FILES} if board else {}))
 
     with ThreadPoolExecutor(max_workers=side) as pool:
         runs = list(pool.map(one, seeds))

@@ -26,6 +26,7 @@ from sim.cli.args import (
     seed_list,
 )
 from sim.flows.fpga.blocks import BLOCK_NAMES
+from sim.flows.fpga.boards import BOARDS
 from sim.flows.fpga.targets import TARGETS
 
 __all__ = ["main", "build_parser"]
@@ -222,6 +223,9 @@ def _add_fpga_commands(sub) -> None:
                    help="stop after the fit verdict (Yosys and nextpnr's packing, no place-and-route; exit 0 either "
                         "way)")
     q.add_argument("--report-dir", default="reports", help="where synth-<config>.md goes")
+    q.add_argument("--board", choices=list(BOARDS),
+                   help="a bitstream for a board: the self-test (a small workload in block RAM runs after reset, LEDs "
+                        "and a UART line say pass or fail), a PLL to the clock, the board's pins, ecppack")
     q.add_argument("--area", action="store_true",
                    help="print the area of every unit (LUT4, FF, DSP, block RAM: the CU array, the cell units, each "
                         "subset's units, the scheduler's, the memory, counters, CSRs; the report always has it)")

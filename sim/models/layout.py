@@ -224,6 +224,18 @@ def unpack_output(cfg: Config, w: Workload, lay: Layout, words: np.ndarray) -> n
     return np.ascontiguousarray(h[:, :w.batch, :w.hidden])
 
 
+def pack_output(cfg: Config, w: Workload, lay: Layout, h: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """h (L or 1, B, H) int8 as the hardware writes it from ``base_out`` (:func:`unpack_output`'s inverse): the
+    (out_words, T) uint8 words and, a word each, the mask of its bytes that hold real values (bit c: byte c; the
+    padded batch rows and features are left out)."""
+    T = cfg.tile
+    shape = (lay.out_steps, lay.batch_pad, lay.row_blocks * T)
+    out, real = np.zeros(shape, np.int8), np.zeros(shape, bool)
+    out[:, :w.batch, :w.hidden], real[:, :w.batch, :w.hidden] = h, True
+    masks = (real.reshape(-1, T) * (1 << np.arange(T))).sum(axis=1)
+    return out.view(np.uint8).reshape(-1, T), [int(v) for v in masks]
+
+
 def unpack_state(cfg: Config, w: Workload, lay: Layout, words: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """The words read back (``read_words`` from ``result_base``) → (h_n, c_n): (layers, B, H) int8 and an LSTM's
     (layers, B, H) int16 (None for another cell), padding stripped."""

