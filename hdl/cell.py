@@ -10,7 +10,7 @@ from hdl.cu import column_layout
 from hdl.params import Cell
 from hdl.rules import CELL_SHIFT, GATE_FRAC, cell_beats, cell_lanes, cell_latency
 from hdl.table import LookupTable
-from hdl.timing import TIMING
+from hdl.timing import TIMING, delay_line
 
 __all__ = ["CellUnit", "cell_ports", "state_layout", "state_depth", "state_address"]
 
@@ -182,11 +182,7 @@ class CellUnit(wiring.Component):
             m.d.sync += left.eq(left - 1)
         with m.Else():
             m.d.sync += beat_valid.eq(0)
-        valid = [beat_valid]
-        for n in range(1, 8):                           # the beat's valid at B1 … B8
-            v = Signal(name=f"beat_valid{n + 1}")
-            m.d.sync += v.eq(valid[-1])
-            valid.append(v)
+        valid = [beat_valid, *delay_line(m, beat_valid, 7, name="beat_valid", first=2)]   # the beat's at B1 … B8
 
         def lane(name, r, bits):
             return sr[name][r * bits:(r + 1) * bits].as_signed()
@@ -199,11 +195,10 @@ class CellUnit(wiring.Component):
             fc = Signal(signed(24), name=f"fc{r}", reset_less=True)
             ig = Signal(signed(16), name=f"ig{r}", reset_less=True)
             nx = Signal(signed(8), name=f"nx{r}", reset_less=True)
-            keep = [Signal(signed(8), name=f"keep{n}_{r}", reset_less=True) for n in range(2, 8)]   # o or z
-            hk = [Signal(signed(8), name=f"h{n}_{r}", reset_less=True) for n in range(2, 8)]       # a GRU's h
-            m.d.sync += [fc.eq(f_ * Mux(zero_c, 0, c_prev)), ig.eq(i_ * g_), nx.eq(o_),
-                         keep[0].eq(Mux(lstm, o_, f_)), hk[0].eq(h)]
-            m.d.sync += [b.eq(a) for seq in (keep, hk) for a, b in zip(seq, seq[1:], strict=False)]
+            # o or z, and a GRU's h, B1 … B6
+            keep = delay_line(m, Mux(lstm, o_, f_), 6, name=f"keep_{r}_", reset_less=True, first=2, shape=signed(8))
+            hk = delay_line(m, h, 6, name=f"h_{r}_", reset_less=True, first=2, shape=signed(8))
+            m.d.sync += [fc.eq(f_ * Mux(zero_c, 0, c_prev)), ig.eq(i_ * g_), nx.eq(o_)]
             # B2: the sum before the cell's >> 7: LSTM f·c + (i·g << 4); GRU (q_nx << 7) + r·q_nh; + 64 rounds
             s2 = Signal(signed(26), name=f"s2_{r}", reset_less=True)
             m.d.sync += s2.eq(Mux(lstm, fc + (ig << 4), (nx << GATE_FRAC) + ig) + 64)
@@ -229,11 +224,8 @@ class CellUnit(wiring.Component):
             out, _ = _clamp(m, Mux(lstm, 0, v7) + ((p3 + 64) >> 7), 8, f"h_new{r}")
             words.append(out)
             # c' (B3) and its saturation beside h' to B8
-            cs, cl = c_new, clip
-            for n in range(4, 8):
-                c_n, cl_n = Signal(signed(16), name=f"c{n}_{r}", reset_less=True), Signal(name=f"clip{n}_{r}")
-                m.d.sync += [c_n.eq(cs), cl_n.eq(cl)]
-                cs, cl = c_n, cl_n
+            cs = delay_line(m, c_new, 4, name=f"c_{r}_", reset_less=True, first=4, shape=signed(16))[-1]
+            cl = delay_line(m, clip, 4, name=f"clip_{r}_", first=4, shape=1)[-1]
             states.append(cs)
             clips.append(cl)
 
@@ -246,10 +238,9 @@ class CellUnit(wiring.Component):
             m.d.sync += [word_sr.eq(Cat(word_sr[lanes * 8:], *words)),
                          state_sr.eq(Cat(state_sr[lanes * 16:], *states)),
                          clip_sr.eq(Cat(clip_sr[1:], Cat(clips).any()))]
-        out_valid = [Signal(name=f"cell_valid{n}") for n in range(1, latency + 1)]
-        gates_ovf = [Signal(name=f"cell_overflow{n}") for n in range(1, latency + 1)]
-        m.d.sync += [out_valid[0].eq(fire), gates_ovf[0].eq(fire & (held_ovf | self.in_overflow))]
-        m.d.sync += [b.eq(a) for seq in (out_valid, gates_ovf) for a, b in zip(seq, seq[1:], strict=False)]
+        out_valid = delay_line(m, fire, latency, name="cell_valid", shape=1)
+        gates_ovf = delay_line(m, fire & (held_ovf | self.in_overflow), latency, name="cell_overflow",
+                               shape=1)
         m.d.comb += [self.out_valid.eq(out_valid[-1]), self.out_word.eq(word_sr), self.out_state.eq(state_sr),
                      self.overflow.eq(gates_ovf[-1] | (out_valid[-1] & clip_sr.any()))]
 
@@ -261,11 +252,8 @@ class CellUnit(wiring.Component):
         else the fill's (a ring word's c, or c0 at step 1, in any run). When both come in one cycle the fill's waits
         in a register and goes the next: the cell writes at most once in GROUPS cycles, the fill's c0 (two memory
         words each) at most every other cycle, and its ring words never meet a local run's cell writes."""
-        addr = self.state_addr                          # the fired word's address, from the fire on
-        for n in range(latency + 1):
-            addr_n = Signal.like(self.state_addr, name=f"state_addr{n}")
-            m.d.sync += addr_n.eq(addr)
-            addr = addr_n
+        # the fired word's address, from the fire on
+        addr = delay_line(m, self.state_addr, latency + 1, name="state_addr", first=0)[-1]
         waiting = Signal(name="state_waiting")
         waiting_addr = Signal.like(self.state_waddr, name="state_waiting_addr", reset_less=True)
         waiting_data = Signal.like(self.state_wdata, name="state_waiting_data", reset_less=True)

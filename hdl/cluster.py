@@ -10,7 +10,7 @@ from hdl.config import Config
 from hdl.cu import CU, column_layout, tile_layout
 from hdl.params import SHIFT_BITS, Cell
 from hdl.table import LookupTable
-from hdl.timing import KEEP, TIMING, relay
+from hdl.timing import KEEP, TIMING, delay_line, relay
 
 __all__ = ["Cluster", "SHIFT_BITS"]
 
@@ -101,11 +101,10 @@ class Cluster(wiring.Component):
         # the shift is static during a run: each row of each cluster works from its own copy of it and of its
         # rounding term (one copy would drive the ~260 shift muxes of all rows, across the cluster's DSP tiles;
         # ``keep``: synthesis would merge the identical copies into one flip-flop driving them all)
-        valid = [Signal(name=f"rq_valid{n}") for n in range(1, 7)]
-        overflow = [Signal(name=f"rq_overflow{n}") for n in range(1, 7)]
-        m.d.sync += [valid[0].eq(cu.out_valid), overflow[0].eq(0)]
-        m.d.sync += [b.eq(a) for a, b in zip(valid, valid[1:], strict=False)]
-        m.d.sync += [b.eq(a) for a, b in zip(overflow, overflow[1:], strict=False)]
+        valid = delay_line(m, cu.out_valid, TIMING.requantize, name="rq_valid")
+        overflow = [Signal(name="rq_overflow1")]
+        overflow += delay_line(m, overflow[0], TIMING.requantize - 1, name="rq_overflow", first=2)
+        m.d.sync += overflow[0].eq(0)
         saturated_any = []
         # the LUT: the activation (a cell's σ) at 0..255, a cell's tanh at 256..511 (builds with cells)
         tables = 2 if cfg.cells else 1
@@ -119,11 +118,7 @@ class Cluster(wiring.Component):
         m.d.comb += [lut.we.eq(lut_we), lut.waddr.eq(lut_addr[:8 + tables - 1]), lut.wdata.eq(lut_data)]
         # a group's place in its cell group, from its issue to its q (stage 5 of the requantizer), then its
         # word: the LUT table (an LSTM's g: tanh) or none (a GRU's parts of n stay q)
-        gate = self.gate
-        for n in range(TIMING.cu + 5):
-            gate_n = Signal.like(self.gate, name=f"gate{n + 1}")
-            m.d.sync += gate_n.eq(gate)
-            gate = gate_n
+        gate = delay_line(m, self.gate, TIMING.cu + 5, name="gate")[-1]
         table, raw = Signal(), Signal()
         m.d.comb += [table.eq((self.cell == Cell.LSTM) & (gate == 2)),
                      raw.eq((self.cell == Cell.GRU) & (gate >= 2))]
@@ -162,8 +157,7 @@ class Cluster(wiring.Component):
                 m.d.sync += word.eq(lut.data[r])
         with m.If(cu.out_valid):
             m.d.sync += overflow[0].eq(Cat(saturated_any).any())
-        valid7, overflow7 = Signal(), Signal()
-        m.d.sync += [valid7.eq(valid[-1]), overflow7.eq(overflow[-1])]
+        valid7, overflow7 = valid[-1], overflow[-1]
         if not cfg.cells:
             m.d.comb += [self.out_valid.eq(valid7), self.overflow.eq(overflow7),
                          *(self.out_word[r].eq(w) for r, w in enumerate(words))]
@@ -182,11 +176,8 @@ class Cluster(wiring.Component):
             self.out_state.eq(cu_.out_state),
         ]
         # a GRU's h: the column of the issue that latches it, as it enters the CU
-        latch, slot = self.latch, self.slot
-        for n in range(TIMING.column):
-            latch_n, slot_n = Signal(name=f"latch{n + 1}"), Signal.like(self.slot, name=f"slot{n + 1}")
-            m.d.sync += [latch_n.eq(latch), slot_n.eq(slot)]
-            latch, slot = latch_n, slot_n
+        latch = delay_line(m, self.latch, TIMING.column, name="latch")[-1]
+        slot = delay_line(m, self.slot, TIMING.column, name="slot")[-1]
         m.d.comb += [cu_.latch.eq(latch), cu_.slot.eq(slot), cu_.column.eq(self.column)]
         rnn = self.cell == Cell.RNN
         m.d.comb += [

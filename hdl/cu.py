@@ -1,12 +1,12 @@
 """CU: a T×T MAC array and the register file that keeps its A tiles for the whole run."""
 
-from amaranth import Cat, Module, Signal, signed
+from amaranth import Cat, Module, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hdl.config import Config
-from hdl.timing import KEEP, TIMING, relay
+from hdl.timing import KEEP, TIMING, delay_line, relay
 
 __all__ = ["CU", "tile_layout", "column_layout"]
 
@@ -77,17 +77,10 @@ class CU(wiring.Component):
         # (``keep``), so no flip-flop drives T DSP blocks across the chip. The multipliers' operands and
         # products are reset-less and unconditional, so synthesis can move them into the DSP blocks' own input
         # and output registers (sim.flows.fpga.netlist.pack_dsp_registers).
-        v, first, last = self.issue, self.first, self.last
-        for n in range(1, TIMING.column + 2):
-            v_n, first_n, last_n = Signal(name=f"v{n}"), Signal(name=f"first{n}"), Signal(name=f"last{n}")
-            m.d.sync += [v_n.eq(v), first_n.eq(first), last_n.eq(last)]
-            v, first, last = v_n, first_n, last_n
-        tile, bias = rd.data, self.bias
-        for n in range(2, TIMING.column + 2):
-            tile_n = Signal.like(rd.data, name=f"tile{n}", reset_less=True)
-            bias_n = Signal.like(self.bias, name=f"bias{n}", reset_less=True)
-            m.d.sync += [tile_n.eq(tile), bias_n.eq(bias)]
-            tile, bias = tile_n, bias_n
+        v, first, last = (delay_line(m, Value.cast(x), TIMING.column + 1, name=name)[-1]
+                          for x, name in ((self.issue, "v"), (self.first, "first"), (self.last, "last")))
+        tile = delay_line(m, rd.data, TIMING.column, name="tile", reset_less=True, first=2)[-1]
+        bias = delay_line(m, self.bias, TIMING.column, name="bias", reset_less=True, first=2)[-1]
         column = [Signal.like(self.column, name=f"column_row{r}", attrs=KEEP, reset_less=True)
                   for r in range(T)]
         m.d.sync += [copy.eq(self.column) for copy in column]
@@ -97,11 +90,11 @@ class CU(wiring.Component):
         # device's DSP rows; its adder tree is in one place)
         layout = data.ArrayLayout(signed(16), T * T)
         products = Cat(tile[r * T + c] * column[r][c] for r in range(T) for c in range(T))
-        for n in range(TIMING.cu_product):
-            products_n = Signal(layout, name=f"products{n}", reset_less=True)
-            v_p, first_p, last_p, bias_p = Signal(), Signal(), Signal(), Signal.like(self.bias, reset_less=True)
-            m.d.sync += [products_n.eq(products), v_p.eq(v), first_p.eq(first), last_p.eq(last), bias_p.eq(bias)]
-            products, v, first, last, bias = products_n, v_p, first_p, last_p, bias_p
+        products = delay_line(m, products, TIMING.cu_product, name="products", reset_less=True, first=0,
+                              shape=layout)[-1]
+        v, first, last = (delay_line(m, x, TIMING.cu_product, name=f"{name}_p")[-1]
+                          for x, name in ((v, "v"), (first, "first"), (last, "last")))
+        bias = delay_line(m, bias, TIMING.cu_product, name="bias_p", reset_less=True)[-1]
 
         # the next TIMING.cu_tree stages: reduce each row of products, two adder levels per stage
         rows = [[products[r * T + c] for c in range(T)] for r in range(T)]

@@ -4,6 +4,7 @@ The portable logic of every unit says *what* it computes; the cycles its pipelin
 :data:`TIMING`, which the hardware and the models (``sim.models.perf``) both read, so the performance model
 never re-derives a latency. The helpers here insert those registers:
 
+- :func:`delay_line` — a value 1 … n cycles later, beside the datapath it travels with;
 - :func:`relay` — a value some cycles later from registers of its own beside the block it feeds (``KEEP``);
 - :class:`Stage` — a registered two-word stream stage at a port a far-away partner talks to;
 - :func:`registered_product` — a product with the registers of a DSP block around it.
@@ -22,7 +23,8 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.config import Config
 
-__all__ = ["KEEP", "relay", "Stage", "registered_product", "small_product", "Timing", "TIMING", "MemStages"]
+__all__ = ["KEEP", "delay_line", "relay", "Stage", "registered_product", "small_product", "Timing", "TIMING",
+           "MemStages"]
 
 #: Attributes of a register that is one of several identical copies, each beside the logic it feeds: without
 #: ``keep`` Yosys merges identical flip-flops (``opt_merge``) into one that drives every copy's logic across
@@ -157,6 +159,24 @@ class Timing:
 
 #: The timing of every build: the hardware inserts its registers from it, the models count them from it.
 TIMING = Timing()
+
+
+def delay_line(m: Module, value, stages: int, *, name: str, reset_less: bool = False, first: int = 1,
+               attrs: dict | None = None, shape=None) -> list[Signal]:
+    """``value`` 1 … ``stages`` cycles later: the line's registers, ``[k]`` ``k + 1`` cycles after ``value``, named
+    ``{name}{first}``, ``{name}{first + 1}`` … — every pipeline register that carries a value beside a datapath (a
+    valid, a tag, an address) is one of these, its length a field of :data:`TIMING` or a sum of them, so the
+    models that read the same fields count the same cycles. Data is reset-less; a valid or a tag is not. ``shape``:
+    the registers' (a layout for an expression's bits), else ``value``'s."""
+    line = []
+    for n in range(stages):
+        register = (Signal.like(value, name=f"{name}{first + n}", reset_less=reset_less, attrs=attrs or {})
+                    if shape is None else
+                    Signal(shape, name=f"{name}{first + n}", reset_less=reset_less, attrs=attrs or {}))
+        m.d.sync += register.eq(value)
+        line.append(register)
+        value = register
+    return line
 
 
 def relay(m: Module, value, *, name: str, reset_less: bool = True, stages: int = 1):

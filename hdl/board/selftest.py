@@ -62,15 +62,17 @@ class SelfTest(wiring.Component):
         m = Module()
         m.submodules.top = top = Top(cfg)
         regs = {r.name: r.offset for r in csr_map(cfg)}
-        # the ROMs: block RAM initial values in the bitstream
+        # the ROMs: block RAM initial values in the bitstream (``ram_style``: a small one would become logic)
         addr_bits, word_bits = cfg.mem_addr_bits, cfg.word_bits
+        block = {"ram_style": "block"}
         m.submodules.image = image = Memory(shape=addr_bits + word_bits, depth=len(self._image),
-                                            init=[a | w << addr_bits for a, w in self._image])
+                                            init=[a | w << addr_bits for a, w in self._image], attrs=block)
         m.submodules.writes = writes = Memory(shape=8 + 32, depth=len(self._writes),
-                                              init=[o | v << 8 for o, v in self._writes])
+                                              init=[o | v << 8 for o, v in self._writes], attrs=block)
         m.submodules.expected = expected = Memory(
             shape=addr_bits + word_bits + cfg.tile, depth=len(self._expected),
-            init=[a | w << addr_bits | mask << (addr_bits + word_bits) for a, w, mask in self._expected])
+            init=[a | w << addr_bits | mask << (addr_bits + word_bits) for a, w, mask in self._expected],
+            attrs=block)
         image_rd, writes_rd, expected_rd = image.read_port(), writes.read_port(), expected.read_port()
 
         index = Signal(range(max(len(self._image), len(self._writes), len(self._expected)) + 1))

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.config import Config
 from hdl.params import STEP_BITS, Mode, run_params
-from hdl.timing import TIMING, relay
+from hdl.timing import TIMING, delay_line, relay
 
 __all__ = ["Completion"]
 
@@ -63,12 +63,10 @@ class Completion(wiring.Component):
 
         heard_idle = relay(m, self.subsets_idle, name="heard_idle", reset_less=False)
         heard_busy = relay(m, self.mem_busy, name="heard_busy", reset_less=False)
-        quiet = Signal(TIMING.quiet - 1)
-        handed = Signal(TIMING.quiet)
-        m.d.sync += [quiet.eq(Cat(heard_idle.all() & ~heard_busy, quiet)),
-                     handed.eq(Cat(self.handoffs.any(), handed))]
+        quiet = delay_line(m, heard_idle.all() & ~heard_busy, TIMING.quiet - 1, name="quiet", shape=1)
+        handed = delay_line(m, self.handoffs.any(), TIMING.quiet, name="handed", shape=1)
         settled = (relay(m, self.running, name="run_settle", reset_less=False) & self.exhausted.all() & quiet[-1]
-                   & ~handed.any())
+                   & ~Cat(handed).any())
         # conventional: the step, and whether steps are left after it, registered (a barrier is many cycles from
         # the next)
         conv_step = Signal(STEP_BITS + 1)

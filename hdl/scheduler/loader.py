@@ -11,7 +11,7 @@ from hdl.interfaces import LoadBus
 from hdl.memory import MemClient
 from hdl.params import Mode, run_params
 from hdl.scheduler.check import size_bits
-from hdl.timing import TIMING, relay
+from hdl.timing import TIMING, delay_line, relay
 
 __all__ = ["Loader"]
 
@@ -82,12 +82,8 @@ class Loader(wiring.Component):
             go = mem.req.valid & mem.req.ready
             m.d.comb += mem.req.valid.eq(reading)
             # the words, a memory response TIMING.loader cycles after it arrives
-            resp_valid, resp_data = mem.resp_valid, mem.resp_data
-            for n in range(TIMING.loader):
-                resp_valid_n = Signal(name=f"loader_valid{n + 1}")
-                resp_data_n = Signal.like(resp_data, name=f"loader_data{n + 1}", reset_less=True)
-                m.d.sync += [resp_valid_n.eq(resp_valid), resp_data_n.eq(resp_data)]
-                resp_valid, resp_data = resp_valid_n, resp_data_n
+            resp_valid = delay_line(m, mem.resp_valid, TIMING.loader, name="loader_valid")[-1]
+            resp_data = delay_line(m, mem.resp_data, TIMING.loader, name="loader_data", reset_less=True)[-1]
         else:
             # each port's responses into a FIFO of their own (relayed TIMING.loader cycles on the way); a group
             # leaves when every port has its word, and no more groups are asked for than the FIFOs can hold

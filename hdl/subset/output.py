@@ -14,7 +14,7 @@ from hdl.ring import ring_word
 from hdl.rules import cell_latency
 from hdl.subset.issue import loop_address, loop_depth
 from hdl.subset.layouts import fetch_tag, group_tag, inflight_entry, item_plan, mem_tag_width, out_entry, run_plan
-from hdl.timing import TIMING
+from hdl.timing import TIMING, delay_line
 
 __all__ = ["Output"]
 
@@ -102,9 +102,8 @@ class Output(wiring.Component):
         # cell reads its state the cycle before its last gate's value; its words are present where their row
         # block is < R
         cell = self._cfg.cells
-        stages = [Signal(group_tag(cfg), name=f"group_tag{n}")
-                  for n in range(self._latency + (cell_latency(cfg) if cell else 0))]
-        m.d.sync += [b.eq(a) for a, b in zip([self.tag, *stages], stages, strict=False)]
+        stages = delay_line(m, self.tag, self._latency + (cell_latency(cfg) if cell else 0), name="group_tag",
+                            first=0, shape=group_tag(cfg))
         if cell:
             cell_run = Signal()
             m.d.sync += cell_run.eq(p.cell != Cell.RNN)
