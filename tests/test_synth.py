@@ -552,3 +552,22 @@ def test_a_one_bit_wide_memory_is_counted():
                     r'    parameter \MEMID "\\bank"', r"    connect \ADDR \a", "  end", "end", ""])
     (use,) = ram_uses(TARGETS["ecp5-85k"], il)
     assert (use.name, use.width, use.depth, use.brams) == ("top.bank", 1, 131072, 8)
+
+
+def test_fit_only_answers_from_the_memories_before_yosys_when_they_decide(tmp_path, capsys, monkeypatch):
+    """A build whose memories alone pass the device (here a 2^18-word on-chip memory: 512 block RAMs of 208) gets
+    its verdict before any Yosys run, the fit line last with advice before it; --check makes it exit 1."""
+    import sim.cli.fpga as command
+    from sim.cli.main import main
+
+    def no_yosys(*a, **k):
+        raise AssertionError("Yosys ran")
+
+    monkeypatch.setattr(command, "synthesize", no_yosys)
+    monkeypatch.chdir(tmp_path)
+    args = ["synth", "--config", "small", "--mem-words", "262144", "--fit-only"]
+    assert main(args + ["--check"]) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1].startswith("fit      ecp5-85k: does not fit: BRAM 518 of 208 (the global memory: 512")
+    assert lines[-2].startswith("advice   the on-chip memory") and "yosys    not run" in lines[-3]
+    assert main(args) == 0

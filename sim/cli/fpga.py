@@ -14,7 +14,7 @@ from sim.cli.args import config_from_args, preset_name
 from sim.flows.fpga.area import area_of
 from sim.flows.fpga.blocks import BLOCK_SCOPES
 from sim.flows.fpga.boards import PNR_FILES, board_named, synthesize_board, write_bitstream
-from sim.flows.fpga.fit import fit_of
+from sim.flows.fpga.fit import fit_before_synthesis, fit_of
 from sim.flows.fpga.netlist import Netlist, shared_flops
 from sim.flows.fpga.nextpnr import Knobs, place_and_route, plan_hard_blocks
 from sim.flows.fpga.report import summary, write_report
@@ -76,14 +76,22 @@ def cmd_synth(args) -> int:
     where = (f"the self-test on {board.what}, its pins in board.lpf" if board else
              f"{what} in a register harness" if harness else "every port on a pin")
     print(f"synth    {label} ({cfg.name}) for {target.name}, {where}: Yosys {target.synth} in {build_dir}", flush=True)
-    pll = None
+    pll, il = None, None
+    if not board and args.fit_only:               # the memories may decide in seconds, before Yosys
+        from sim.flows.fpga.harness import to_rtlil
+
+        il = to_rtlil(cfg, target, harness or block != "core", block)
+        early = fit_before_synthesis(target, il)
+        if early is not None:
+            print(f"yosys    not run: {early.source}")
+            return _verdict(args, early, cfg)
     try:
         if board:
             syn, pll = synthesize_board(cfg, board, build_dir, _knobs(args, target).freq_mhz)
             print(f"board    the 25 MHz oscillator through an EHXPLLL (reference {pll.reference}, feedback "
                   f"{pll.feedback}, output {pll.output}: VCO {pll.vco_mhz:.0f} MHz) to {pll.mhz:.3f} MHz")
         else:
-            syn = synthesize(cfg, target, build_dir, harness=harness, block=block)
+            syn = synthesize(cfg, target, build_dir, harness=harness, block=block, rtlil=il)
     except SynthesisError as e:
         print(f"rnnpipe: synthesis failed: {e}", file=sys.stderr)
         return 1
@@ -109,7 +117,8 @@ def cmd_synth(args) -> int:
         if args.area:
             print(area.table())
     fit = fit_of(syn, build_dir)
-    print(f"fit      {fit.line()}", flush=True)
+    if not (args.fit_only or target.nextpnr is None):       # else it comes last, the answer
+        print(f"fit      {fit.line()}", flush=True)
     pnr, every_seed = None, False
     if fit.over:
         print("nextpnr  skipped: the build does not fit")
@@ -129,8 +138,27 @@ def cmd_synth(args) -> int:
         raise UserError(f"cannot write {report}: {e.strerror or e}") from None
     print(f"report   {report}")
     if args.fit_only or target.nextpnr is None:
-        return 0                                  # the verdict is the answer
+        return _verdict(args, fit, cfg)           # the verdict is the answer
     return 0 if pnr is not None and pnr.ok and every_seed else 1
+
+
+def _verdict(args, fit, cfg: Config) -> int:
+    """The ``fit`` line last (with advice when it does not fit); 1 under ``--check`` when it does not fit."""
+    if fit.over:
+        print(f"advice   {_advice(fit, cfg)}")
+    print(f"fit      {fit.line()}")
+    return 1 if args.check and not fit.fits else 0
+
+
+def _advice(fit, cfg: Config) -> str:
+    """What would make a build that does not fit fit."""
+    if "BRAM" in fit.over and "global memory" in fit.why.get("BRAM", ""):
+        return (f"the on-chip memory ({cfg.mem_words:,} words) takes the block RAMs: fewer steps or a smaller batch "
+                "(the memory holds every step's x and h), --mem-words, or --bus axi (the board's memory)")
+    if "LUT" in fit.over or "BRAM" in fit.over:
+        return ("the register files hold A on chip (a copy a subset at G = S): a smaller H or I, fewer layers, "
+                "or a larger part (--target xc7a100t for Yosys' estimate)")
+    return "a smaller array (--subsets, --clusters) or a larger part"
 
 
 def _knobs(args, target) -> Knobs:

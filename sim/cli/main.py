@@ -222,6 +222,8 @@ def _add_fpga_commands(sub) -> None:
     q.add_argument("--fit-only", action="store_true",
                    help="stop after the fit verdict (Yosys and nextpnr's packing, no place-and-route; exit 0 either "
                         "way)")
+    q.add_argument("--check", action="store_true",
+                   help="with --fit-only: exit 1 when the build does not fit (default: 0 either way)")
     q.add_argument("--report-dir", default="reports", help="where synth-<config>.md goes")
     q.add_argument("--board", choices=list(BOARDS),
                    help="a bitstream for a board: the self-test (a small workload in block RAM runs after reset, LEDs "

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.flows.fpga.nextpnr import pack
-from sim.flows.fpga.plans import ram_uses
-from sim.flows.fpga.targets import Target
+from sim.flows.fpga.plans import ram_plan, ram_uses
+from sim.flows.fpga.targets import BRAM_MEMORIES, Target
 from sim.flows.fpga.yosys import Synthesis
 
-__all__ = ["Fit", "fit_of", "RESOURCES", "MEMORY_KINDS", "PACKED"]
+__all__ = ["Fit", "fit_of", "fit_before_synthesis", "RESOURCES", "MEMORY_KINDS", "PACKED", "BEFORE_SYNTHESIS"]
 
 #: a verdict's ``source`` when its counts are nextpnr's packing
 PACKED = "packed by nextpnr"
@@ -70,6 +70,39 @@ class Fit:
         unknown = [label[k] for k in RESOURCES if self.used.get(k) is None]
         return f"{name}: {'fits' if not unknown else 'fits so far'} ({shares}" + (
             f"; {', '.join(unknown)} not counted" if unknown else "") + ")"
+
+
+#: a verdict's ``source`` when the memories alone decided it, before any synthesis
+BEFORE_SYNTHESIS = "the memories alone, before Yosys (sim.flows.fpga.plans.ram_uses)"
+
+
+def fit_before_synthesis(target: Target, rtlil: str) -> Fit | None:
+    """The verdict the memories alone give, from the build's RTLIL before any synthesis (seconds, where Yosys
+    takes minutes): the memories that must be block RAM (the global memory, the trace RAMs) past the device's
+    blocks, or the memories the RAM plan keeps out of block RAM (:func:`~sim.flows.fpga.plans.ram_plan`) needing
+    more LUTs as LUT RAM than the device has — an estimate: each LUT RAM cell's LUTs and, a bit of each read port,
+    a multiplexer over the cells' depth (two inputs a LUT with the slices' wide-mux cells).
+    None: the memories do not decide, Yosys must count."""
+    uses = ram_uses(target, rtlil)
+    must = [u for u in uses if any(k in u.name for k in BRAM_MEMORIES)]
+    blocks = sum(u.brams for u in must)
+    if blocks > target.capacity["BRAM"]:
+        kinds = Counter()
+        for u in must:
+            kinds[_kind(u.name)] += u.brams
+        return Fit(target, {"BRAM": blocks, "LUT": None, "FF": None, "DSP": None}, BEFORE_SYNTHESIS,
+                   {"BRAM": ", ".join(f"{what}: {n}" for what, n in kinds.most_common(3))})
+    out = set(ram_plan(target, rtlil))
+    per_cell = next((n for cell, n in target.lut_cells.items() if cell in target.lutram_cells), 0)
+    lut_depth = target.lutram_shape[0]
+    luts = sum(per_cell * u.lutram + u.read_ports * u.width * (-(-u.depth // lut_depth) - 1) // 2
+               for u in uses if u.name in out)
+    if luts > target.capacity["LUT"]:
+        kinds = Counter(_kind(u.name) for u in uses if u.name in out)
+        return Fit(target, {"LUT": luts, "BRAM": None, "FF": None, "DSP": None}, BEFORE_SYNTHESIS,
+                   {"LUT": f"an estimate: {len(out)} memories in LUT RAM for want of block RAM ("
+                           + ", ".join(f"{what} {n}" for what, n in kinds.most_common()) + ")"})
+    return None
 
 
 def fit_of(syn: Synthesis, build_dir: Path) -> Fit:
