@@ -208,7 +208,8 @@ def _place_and_route(args, syn, build_dir: Path, target, block: str, board=None,
         knobs = replace(knobs, freq_mhz=round(pll.mhz, 3))
     seeds = args.seeds or [1 if args.seed is None else args.seed]
     side = max(1, min(len(seeds), os.cpu_count() or 1))
-    print(f"nextpnr  {target.nextpnr.replace('_', '-')} {' '.join(target.device)} {' '.join(knobs.flags())}, "
+    print(f"nextpnr  {target.nextpnr.replace('_', '-')} {' '.join(board.device if board else target.device)} "
+          f"{' '.join(knobs.flags())}, "
           f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
           + (f", {side} side by side" if len(seeds) > 1 else "")
           + (f", at most {knobs.timeout_min:g} min each" if knobs.timeout_min else "")
