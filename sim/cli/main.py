@@ -85,13 +85,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("import", help="quantize a float RNN (PyTorch names) into an int8 workload")
     q.add_argument("model", help="model.npz or model.pt (a state dict), or model.onnx (LSTM, GRU or RNN nodes)")
-    q.add_argument("--calib", required=True, help="calibration inputs x.npy, shape (L, B, I)")
+    q.add_argument("--calib", required=True,
+                   help="calibration inputs x.npy, shape (L, B, I), or (B, L, I) with --batch-first (an ONNX "
+                        "model's: its graph's data input's layout)")
+    q.add_argument("--batch-first", action="store_true",
+                   help="the calibration inputs are (B, L, I), as for an nn.RNN / LSTM / GRU built with "
+                        "batch_first=True (a state dict does not say; an ONNX graph does, and must agree)")
+    q.add_argument("--strict", action="store_true",
+                   help="refuse (exit 2) instead of warning when a value of the calibration inputs, the initial "
+                        "state or the weights lies beyond what its scale holds and would be clipped")
     q.add_argument("--out", required=True, help="output workload .npz")
     q.add_argument("--state", metavar="FILE",
                    help="the run's initial state, as nn.LSTM / nn.GRU / nn.RNN take it (default: zeros): a .pt of "
                         "torch.save((h0, c0), path) (an LSTM) or torch.save(h0, path), or an .npz with key h0 and, "
                         "for an LSTM, c0; shapes (layers, B, H), or (B, H) for one layer, B the calibration "
-                        "inputs'")
+                        "inputs' (batch_first or not, as PyTorch's); an ONNX model's state inputs are fed it")
     q.set_defaults(handler="sim.cli.workloads:cmd_import")
 
     gpu_cli.add_parser(sub)
