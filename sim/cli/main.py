@@ -23,6 +23,7 @@ from sim.cli.args import (
     add_schedule_args,
     non_negative,
     positive,
+    positive_real,
 )
 from sim.flows.fpga.blocks import BLOCK_NAMES
 from sim.flows.fpga.targets import TARGETS
@@ -170,6 +171,9 @@ def _add_run_commands(sub) -> None:
     q.add_argument("--mode", choices=MODES, default="pipelined", help="pipelined (default), conventional or gemm")
     q.add_argument("--c0", action="store_true",
                    help="an LSTM run that starts from a c0 in memory (FLAGS state_in: the fill reads it at step 1)")
+    q.add_argument("--latency", type=positive_real, metavar="MS",
+                   help="search S, K and T for the smallest array (fewest MAC units) whose predicted latency, start "
+                        "to the last sequence's last output, is within MS milliseconds at --clock-mhz (needed)")
     add_schedule_args(q)
     add_energy_args(q)
     add_clock_args(q)
