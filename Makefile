@@ -28,15 +28,16 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The extras the tests use: PyTorch (its CPU build, pinned: an open version pulls the CUDA one) for the
-# cross-checks against torch.nn.RNN / LSTM / GRU and .pt imports, onnx and onnxruntime for ONNX imports;
+# cross-checks against torch.nn.RNN / LSTM / GRU and .pt imports, onnx and onnxruntime for ONNX imports (onnxscript:
+# the tests' files from torch.onnx.export's default exporter);
 # optional — without them those checks skip, saying so
 EXTRAS := $(VENV)/.extras
 $(EXTRAS): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[torch,onnx]' || echo "PyTorch or ONNX not installed: their checks skip"
 	touch $(EXTRAS)
 
-# at -O1: the model's C++ compiles in half the time of -O3 (measured on the default build: 28 s against 51 s of
-# make on 2 busy cores), and the demo's 28,692 cycles simulate in about a second either way; the suite's builds
+# at -O1: the model's C++ compiles in about half the time of -O3 (tests/conftest.py), and the demo's 27,672 cycles
+# simulate in about a second (1.3 s, measured from a fresh clone on 2 busy cores); the suite's builds
 # are -O1 too (tests/conftest.py), so this one is shared with them
 run: $(STAMP)
 	RNNPIPE_VERILATOR_OPT=-O1 $(BIN)/rnnpipe run

@@ -1,6 +1,7 @@
 """Every user mistake on the command line: one line on stderr, exit status 2, no traceback."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -302,3 +303,23 @@ def test_the_sweep_summary_labels_each_series_of_rtl_runs():
     assert ("RTL runs, speedup of auto over conventional on this build: batch 1: 1.00×, 2: 2.00×; "
             "steps 4: 4.00×, 16: 16.00×") in text
     assert "RTL runs, speedup of auto over gemm on this build: batch 1: 0.50×, 2: 1.00×; steps 4: 2.00×" in text
+
+
+def test_the_build_cache_is_one_place_whatever_the_working_folder(tmp_path, monkeypatch):
+    """A run from another folder finds the checkout's builds (no build/ of its own there); RNNPIPE_BUILD_DIR moves
+    them; an installed package (no checkout around hdl/) keeps them in the user's cache folder."""
+    import hdl
+    from sim.flows.rtl import build_root
+
+    monkeypatch.delenv("RNNPIPE_BUILD_DIR", raising=False)
+    checkout = build_root()
+    assert checkout == Path(hdl.__file__).resolve().parents[1] / "build"
+    monkeypatch.chdir(tmp_path)
+    assert build_root() == checkout
+    monkeypatch.setenv("RNNPIPE_BUILD_DIR", str(tmp_path / "mine"))
+    assert build_root() == tmp_path / "mine"
+    monkeypatch.delenv("RNNPIPE_BUILD_DIR")
+    (tmp_path / "site" / "hdl").mkdir(parents=True)
+    monkeypatch.setattr(hdl, "__file__", str(tmp_path / "site" / "hdl" / "__init__.py"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert build_root() == tmp_path / "cache" / "rnnpipe"

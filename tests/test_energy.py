@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -105,9 +106,11 @@ def test_predict_prints_runs_summary_lines_for_a_shape_the_build_does_not_hold(c
 
 def test_predict_answers_the_sizing_question(capsys):
     """The shape's register files and memory (A alone is 2^21 words here, not the default's 2^15), where that is
-    plausible, and the time at the named default clock: latency per sequence and sequences per second."""
-    assert main(["predict", "--hidden", "1024", "--input", "1024", "--batch", "4", "--steps", "2", "--cell", "lstm",
-                 "--partition", "4", "--width", "4"]) == 0
+    plausible, and its latency: in cycles alone without --clock-mhz, as the ECP5-85k's routed clock says nothing of
+    an ASIC-sized array's; in time at the clock the user names."""
+    argv = ["predict", "--hidden", "1024", "--input", "1024", "--batch", "4", "--steps", "2", "--cell", "lstm",
+            "--partition", "4", "--width", "4"]
+    assert main(argv) == 0
     lines = {line[:8].strip(): line for line in capsys.readouterr().out.splitlines()}
     assert "m4194304" in lines["build"] and "mem_words grown" in lines["build"]
     # 4 gate rows × 512 input row blocks a row block, 128 row blocks a cluster, 16 B a tile
@@ -116,14 +119,63 @@ def test_predict_answers_the_sizing_question(capsys):
     assert "(A 2,097,152) of 4 B: mem_words 4,194,304" in lines["needs"]
     assert lines["fits"].startswith("fits     an ASIC's SRAM: 32.0 MiB of register files")
     cycles = int(lines["cycles"].split()[1])
-    assert lines["latency"].endswith("from start to a sequence's last output (model), at 69.37 MHz (default: the "
-                                     "Elman-only array's routed Fmax on an ECP5-85k, median of 3 seeds, "
-                                     "docs/fpga-timing.md; --clock-mhz to change)")
+    assert lines["latency"].endswith("cycles from start to a sequence's last output (model), no clock: this build's "
+                                     "register files do not fit an ECP5-85k, where the default 69.37 MHz was routed, "
+                                     "and an ASIC-sized build has no routed Fmax here: --clock-mhz MHZ for time")
+    assert "MHz (" not in lines["latency"] and lines["rate"].startswith(f"rate     4 sequences in {cycles:,} cycles")
+    assert main(argv + ["--clock-mhz", "500"]) == 0
+    lines = {line[:8].strip(): line for line in capsys.readouterr().out.splitlines()}
     # one column block: every row's last output is the run's last word, a few cycles before done (settled)
     latency = int(lines["latency"].split()[1].replace(",", ""))
     assert cycles - 10 < latency < cycles
-    assert f"{latency:,} cycles ({latency / 69.37 / 1000:,.2f} ms)" in lines["latency"]
-    assert lines["rate"].startswith(f"rate     {4 / (cycles / 69.37e6):,.1f} sequences/s (4 in ")
+    assert f"{latency:,} cycles ({latency / 500:,.1f} µs)" in lines["latency"] and "500 MHz (--clock-mhz)" in \
+        lines["latency"]
+    assert lines["rate"].startswith(f"rate     {4 / (cycles / 500e6):,.1f} sequences/s (4 in ")
+
+
+def test_predict_refuses_a_shape_no_build_holds_at_once(capsys):
+    """3,000 steps of an H = I = 1024 LSTM write 2^25 words of h: no build holds that (mem_words ≤ 2^22), which is one
+    line before any prediction, not a build of m4194304 beside what it needs."""
+    assert main(["predict", "--hidden", "1024", "--input", "1024", "--batch", "16", "--steps", "3000", "--cell",
+                 "lstm"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "mem_words=33554432, above the largest build (mem_words ≤ 4194304); use fewer " \
+        "steps, --last-only or a smaller workload" in err
+    assert main(["predict", "--hidden", "64", "--batch", "8", "--steps", "4", "--mem-words", "64"]) == 2
+    assert "--mem-words 64 holds 64 words; the run's regions need" in capsys.readouterr().err
+
+
+def _last_output(latency: str) -> int:
+    """The last sequence's latency in cycles from a ``latency`` line (``A to B cycles`` or ``A cycles``)."""
+    return int(re.search(r"([\d,]+) cycles", latency).group(1).replace(",", ""))
+
+
+def test_predict_latency_searches_for_the_smallest_array_that_meets_it(capsys):
+    """--latency MS: the array of fewest MAC units within MS at --clock-mhz, whose own prediction is printed; every
+    smaller array searched misses it; a latency none meets, or no clock, is one line."""
+    from sim.cli.predict import SEARCH
+
+    argv = ["predict", "--hidden", "16", "--input", "8", "--batch", "4", "--steps", "8", "--clock-mhz", "200"]
+    assert main(argv + ["--latency", "0.0025"]) == 0
+    lines = {line[:8].strip(): line for line in capsys.readouterr().out.splitlines()}
+    S, K, T = (int(lines["search"].split(f" {k}=")[1].split()[0].rstrip(",")) for k in ("S", "K", "T"))
+    assert f"S={S} subset" in lines["build"] and f"K={K} cluster" in lines["build"] and f"{T}×{T} MACs" in \
+        lines["build"]
+    assert _last_output(lines["latency"]) / 200e3 <= 0.0025
+    for s in SEARCH["subsets"]:
+        for k in SEARCH["clusters"]:
+            for t in SEARCH["tile"]:
+                if s * k * t * t < S * K * T * T:   # each smaller array, predicted alone, misses the target
+                    assert main(argv + ["--subsets", str(s), "--clusters", str(k), "--tile", str(t)]) == 0
+                    out = capsys.readouterr().out
+                    latency = next(line for line in out.splitlines() if line.startswith("latency"))
+                    assert _last_output(latency) / 200e3 > 0.0025, (s, k, t)
+    assert main(argv + ["--latency", "0.0001"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no array of S ≤ 16, K ≤ 64, T ≤ 16 is within 0.0001 ms at 200 MHz: the " \
+        "fastest" in err
+    assert main(argv[:-2] + ["--latency", "1"]) == 2
+    assert "--latency needs --clock-mhz" in capsys.readouterr().err
 
 
 def test_predict_takes_a_clock_and_says_so(capsys):

@@ -4,12 +4,17 @@ close to onnxruntime; what the hardware cannot run is one line."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import warnings
+
 import numpy as np
 import pytest
 
 from hdl.config import PRESETS
 from sim.cli.main import main
 from sim.flows.rtl import run_many
+from sim.models.golden import run_golden
 from sim.models.quantize import rnn_float
 from sim.models.workload import load_workload
 
@@ -83,11 +88,12 @@ def test_the_gate_orders_become_pytorchs(cell, layout, tmp_path):
     model = onnx_rnn(CELL_OP[cell], 2, 8, 4, seed=3, layout=layout, initial_h=h0)
     onnx.save(model, tmp_path / "m.onnx")
     m = load_onnx(tmp_path / "m.onnx")
-    assert [layer.cell for layer in m.layers] == [cell, cell] and m.ignored == []
-    np.testing.assert_allclose(m.h0, h0.astype(np.float32))
+    assert [layer.cell for layer in m.layers] == [cell, cell] and m.ignored == [] and m.batch_first == bool(layout)
     x = _x(3)
+    m_h0 = m.initial_state(x)[0]
+    np.testing.assert_allclose(m_h0, h0.astype(np.float32))
     twin = onnx_rnn(CELL_OP[cell], 2, 8, 4, seed=3, initial_h=h0)
-    np.testing.assert_allclose(rnn_float(m.layers, x, m.h0)[-1], run_ort(twin, x), atol=2e-5)
+    np.testing.assert_allclose(rnn_float(m.layers, x, m_h0)[-1], run_ort(twin, x), atol=2e-5)
 
 
 def test_onnx_models_run_on_the_hardware_bit_exact_and_close_to_onnxruntime(tmp_path, capsys):
@@ -100,7 +106,7 @@ def test_onnx_models_run_on_the_hardware_bit_exact_and_close_to_onnxruntime(tmp_
         path, calib, out = tmp_path / f"{n}.onnx", tmp_path / f"{n}.npy", tmp_path / f"{n}.npz"
         onnx.save(model, path)
         x = _x(n)
-        np.save(calib, x)
+        np.save(calib, x.transpose(1, 0, 2) if layout else x)              # the graph's layout: (B, L, I) for 1
         assert main(["import", str(path), "--calib", str(calib), "--out", str(out)]) == 0
         assert f"(from ONNX: gates in PyTorch's order), {layers} layer" in capsys.readouterr().out
         w = load_workload(out)
@@ -157,9 +163,129 @@ def test_a_non_zero_initial_c_is_the_runs_c0(tmp_path):
     model.graph.node[0].input.extend(["", "", "C0"])
     onnx.save(model, tmp_path / "m.onnx")
     m = load_onnx(tmp_path / "m.onnx")
-    np.testing.assert_allclose(m.c0, c0)
     x = _x(4)
-    np.testing.assert_allclose(rnn_float(m.layers, x, None, m.c0)[-1], run_ort(model, x), atol=2e-5)
+    m_c0 = m.initial_state(x)[1]
+    np.testing.assert_allclose(m_c0, c0)
+    np.testing.assert_allclose(rnn_float(m.layers, x, None, m_c0)[-1], run_ort(model, x), atol=2e-5)
     model.graph.initializer[-1].CopyFrom(numpy_helper.from_array(np.zeros_like(c0), "C0"))
     onnx.save(model, tmp_path / "zero.onnx")
-    assert load_onnx(tmp_path / "zero.onnx").c0 is None
+    assert load_onnx(tmp_path / "zero.onnx").initial_state(x)[1] is None
+
+
+@pytest.mark.parametrize("attrs, input_index, words", [
+    ({"input_forget": 1}, None, "has input_forget = 1 (coupled gates)"),
+    ({"clip": 3.0}, None, "has clip: not supported"),
+    ({"activations": ["Sigmoid", "Tanh", "Relu"]}, None, "has activations Sigmoid, Tanh, Relu: the contract's cell"),
+    ({}, 4, "has sequence_lens: not supported"),
+])
+def test_lstm_attributes_the_contract_does_not_run_are_refused_naming_them(attrs, input_index, words, tmp_path,
+                                                                         capsys):
+    model = onnx_rnn("LSTM", 1, 8, 4, seed=0, **attrs)
+    if input_index is not None:                 # sequence_lens: an input, every sequence 8 steps
+        model.graph.initializer.append(numpy_helper.from_array(np.full(8, 8, np.int32), "lens"))
+        model.graph.node[0].input.extend([""] * (input_index - len(model.graph.node[0].input)) + ["lens"])
+    assert words in _refused(model, tmp_path, capsys)
+
+
+def test_a_constant_initial_h_and_a_state_file_are_one_line_and_batch_first_must_agree(tmp_path, capsys):
+    """A graph that fixes a non-zero initial_h is the run's h0 already: --state beside it is refused, not a silent
+    choice; --batch-first on a graph whose data input is (L, B, I) is refused too."""
+    model = onnx_rnn("RNN", 1, 8, 4, seed=0, initial_h=np.full((1, 8, 8), 0.25))
+    onnx.save(model, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", _x(0))
+    np.savez(tmp_path / "s.npz", h0=np.zeros((1, 8, 8)))
+    argv = ["import", str(tmp_path / "m.onnx"), "--calib", str(tmp_path / "x.npy"), "--out", str(tmp_path / "w.npz")]
+    for extra, words in ((["--state", str(tmp_path / "s.npz")], "non-zero constant initial_h and --state gives h0 too"),
+                         (["--batch-first"], "data input is (L, B, I), as its graph says")):
+        assert main(argv + extra) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "w.npz").exists()
+
+
+# ---- real exports: torch.onnx.export, both exporters ----------------------------------------------------------
+
+def _export(module, args, path, dynamo: bool) -> onnx.ModelProto:
+    """``module`` exported by torch.onnx.export (``dynamo``: the default exporter, which needs onnxscript; else the
+    TorchScript one), its progress lines and warnings kept out of the test's output."""
+    torch = pytest.importorskip("torch")
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), args, path, dynamo=dynamo)
+    return onnx.load(path)
+
+
+def _ort_outputs(path, *arrays) -> np.ndarray:
+    """onnxruntime's first output of the exported file at ``path`` for its inputs in order."""
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, {n: np.ascontiguousarray(a, np.float32) for n, a in zip(names, arrays, strict=True)})[0]
+
+
+def _import_rms(tmp_path, path, x, ref, *extra) -> tuple[float, str]:
+    """rnnpipe import of ``path`` on calibration ``x`` (the graph's layout), the golden model's h (× scale_h) against
+    ``ref``, in the same layout: the RMS and the import's summary."""
+    np.save(tmp_path / "x.npy", x)
+    assert main(["import", str(path), "--calib", str(tmp_path / "x.npy"), "--out", str(tmp_path / "w.npz"),
+                 *extra]) == 0
+    w = load_workload(tmp_path / "w.npz")
+    h = run_golden(w).h * w.top_scale_h
+    d = h - (ref.transpose(1, 0, 2) if h.shape != ref.shape else ref)
+    return float(np.sqrt(np.mean(d * d))), w
+
+
+@pytest.mark.parametrize("state", [False, True], ids=["zero-state", "h0-c0"])
+@pytest.mark.parametrize("dynamo", [True, False], ids=["default-exporter", "torchscript"])
+def test_exported_two_layer_lstms_import_within_rms_of_onnxruntime(dynamo, state, tmp_path, capsys):
+    """nn.LSTM, two layers, H = 64, exported with and without (h0, c0): the default exporter's weights are Slices and
+    Concats of the state dict (computed in the graph), the TorchScript exporter's zero state an Expand of the
+    input's shape, and an exported (h0, c0) graph inputs that --state feeds; the golden model's h is within RMS 0.03
+    of onnxruntime's."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(4)
+    L, B, I, H = 8, 4, 8, 64
+    lstm = torch.nn.LSTM(I, H, num_layers=2)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((L, B, I))
+    h0, c0 = rng.uniform(-0.9, 0.9, (2, B, H)), rng.normal(0, 1, (2, B, H))
+    tensors = (torch.from_numpy(x).float(),) + (((torch.from_numpy(h0).float(), torch.from_numpy(c0).float()),)
+                                                 if state else ())
+    model = _export(lstm, tensors, tmp_path / "m.onnx", dynamo)
+    if dynamo:                                        # the folding is what this case tests
+        consts = {t.name for t in model.graph.initializer}
+        assert any(n.input[1] not in consts for n in model.graph.node if n.op_type == "LSTM")
+    ref = _ort_outputs(tmp_path / "m.onnx", x, *((h0, c0) if state else ()))
+    capsys.readouterr()                               # the exporter's own log lines
+    extra = []
+    if state:
+        torch.save((torch.from_numpy(h0), torch.from_numpy(c0)), tmp_path / "s.pt")
+        extra = ["--state", str(tmp_path / "s.pt")]
+    rms, w = _import_rms(tmp_path, tmp_path / "m.onnx", x, ref, *extra)
+    out = capsys.readouterr()
+    assert rms < 0.03, rms
+    assert "read as (L, B, I), as the graph's data input is" in out.out and out.err == ""
+    assert w.has_c0 == state and w.layers == 2
+    if state:
+        assert "fed to the graph's state inputs (h0 to " in out.out
+
+
+def test_exported_batch_first_gru_and_an_rnn_with_h0_import_within_rms_of_onnxruntime(tmp_path, capsys):
+    """The TorchScript exporter's nn.GRU(batch_first=True) (a Transpose before the node: the graph's data input is
+    (B, L, I), which the import reads from the graph) and nn.RNN with h0 as a graph input (fed by --state): within
+    RMS 0.03 of onnxruntime."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(6)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 10, 4))                                   # (B, L, I)
+    _export(torch.nn.GRU(4, 16, batch_first=True), (torch.from_numpy(x).float(),), tmp_path / "gru.onnx", False)
+    rms, _ = _import_rms(tmp_path, tmp_path / "gru.onnx", x, _ort_outputs(tmp_path / "gru.onnx", x))
+    assert rms < 0.03 and "read as (B, L, I), as the graph's data input is (batch first)" in capsys.readouterr().out
+    x, h0 = rng.standard_normal((10, 3, 4)), rng.uniform(-0.9, 0.9, (1, 3, 16))
+    _export(torch.nn.RNN(4, 16), (torch.from_numpy(x).float(), torch.from_numpy(h0).float()), tmp_path / "rnn.onnx",
+            False)
+    np.savez(tmp_path / "s.npz", h0=h0)
+    rms, w = _import_rms(tmp_path, tmp_path / "rnn.onnx", x, _ort_outputs(tmp_path / "rnn.onnx", x, h0), "--state",
+                         str(tmp_path / "s.npz"))
+    assert rms < 0.03 and np.any(w.h0)

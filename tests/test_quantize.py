@@ -516,9 +516,15 @@ def test_import_warns_of_c0_values_that_saturate(tmp_path, capsys):
     np.savez(state_file, h0=np.zeros((2, 4)), c0=c0)                  # (B, H): one layer's
     assert main(["import", str(model), "--calib", str(calib), "--state", str(state_file), "--out", str(out)]) == 0
     err = capsys.readouterr().err
-    assert err == (f"rnnpipe: warning: c0 from {state_file}: 2 of 8 values are beyond the cell state's int16 range "
-                   "(±16 in units of 2^-11) and saturated\n")
+    assert err.startswith(f"rnnpipe: warning: c0 from {state_file}: 25.0 % of its values (2 of 8) lie beyond ±16, what "
+                          "the cell state's int16 holds (units of 2^-11), and are clipped: that costs RMS ")
+    assert err.endswith("on the calibration run (the float model from the clipped c0 against it from the given one); "
+                        "--strict makes this an error\n") and err.count("\n") == 1
     assert load_workload(out).c0[0, :3].tolist() == [32767, -32768, 15 * 2048]
+    out.unlink()
+    error = _one_line_error(["import", str(model), "--calib", str(calib), "--state", str(state_file), "--out", str(out),
+                             "--strict"], capsys)
+    assert "c0 from" in error and "25.0 % of its values (2 of 8)" in error and not out.exists()
 
 
 def test_import_state_mistakes_are_one_line(tmp_path, capsys):
@@ -554,3 +560,79 @@ def test_import_state_mistakes_are_one_line(tmp_path, capsys):
     assert "c0 holds NaN or infinite values" in error(lstm, h0=z((2, 2, 4)), c0=np.full((2, 2, 4), np.nan))
     assert "h0 must hold real numbers, not <U1" in error(lstm, h0=np.full((2, 2, 4), "a"))
     assert not (tmp_path / "w.npz").exists()
+
+
+# ---- layouts and clipping: no silent wrong answers on a user's own model ----------------------------------------
+
+def _rms(a, b) -> float:
+    d = np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    return float(np.sqrt(np.mean(d * d)))
+
+
+def _golden_real(path) -> np.ndarray:
+    """The golden model's top-layer h of a workload file, in real units (h × scale_h), (L, B, H)."""
+    w = load_workload(path)
+    return run_golden(w).h * w.top_scale_h
+
+
+def test_a_batch_first_gru_imports_right_only_when_said(tmp_path, capsys):
+    """An nn.GRU(batch_first=True) saved as a state dict, its (B, L, I) inputs as --calib: read as PyTorch's
+    default layout (the summary says it assumed so) it runs far from torch; with --batch-first within RMS 0.03. A
+    --state of the run's batch beside the wrong layout is refused in one line that names --batch-first."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    B, L, I, H = 2, 12, 4, 16
+    gru = torch.nn.GRU(I, H, batch_first=True)
+    torch.save(gru.state_dict(), tmp_path / "m.pt")
+    x = np.random.default_rng(1).standard_normal((B, L, I))
+    np.save(tmp_path / "x.npy", x)
+    with torch.no_grad():
+        ref = gru(torch.from_numpy(x).float())[0].numpy()                       # (B, L, H)
+    argv = ["import", str(tmp_path / "m.pt"), "--calib", str(tmp_path / "x.npy"), "--out", str(tmp_path / "w.npz")]
+    assert main(argv) == 0
+    assert ("L=2 B=12, read as (L, B, I): batch_first=False assumed, as a state dict does not say (--batch-first "
+            "for (B, L, I))") in capsys.readouterr().out
+    wrong = _golden_real(tmp_path / "w.npz")
+    assert wrong.shape == ref.shape and _rms(wrong, ref) > 0.08           # torch's shape, and far from torch
+    assert main(argv + ["--batch-first"]) == 0
+    assert "L=12 B=2, read as (B, L, I) (--batch-first)" in capsys.readouterr().out
+    right = _golden_real(tmp_path / "w.npz")
+    assert _rms(right.transpose(1, 0, 2), ref) < 0.03
+    torch.save(torch.zeros(1, B, H), tmp_path / "s.pt")
+    err = _one_line_error(argv + ["--state", str(tmp_path / "s.pt")], capsys)
+    assert ("h0 must have shape (1, 12, 16)" in err and "its B is the calibration inputs' L = 2 — if they are "
+            "(B, L, I) (batch_first=True), give --batch-first") in err
+
+
+def test_an_initial_state_beyond_int8_is_clipped_saying_what_it_costs(tmp_path, capsys):
+    """randn h0 for an nn.GRU: the share of h0 beyond h's int8 (±127/128) is one warning line with the RMS the
+    clipping costs on the calibration run — torch from the clipped h0 against torch from h0 — and --strict makes it
+    an error, before anything is written; x, which the scales cover, is never clipped."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(2)
+    L, B, I, H = 10, 8, 4, 16
+    gru = torch.nn.GRU(I, H).double()
+    torch.save(gru.state_dict(), tmp_path / "m.pt")
+    x = np.random.default_rng(3).normal(0, 2, (L, B, I))
+    h0 = torch.randn(1, B, H, dtype=torch.float64)
+    np.save(tmp_path / "x.npy", x)
+    torch.save(h0, tmp_path / "s.pt")
+    argv = ["import", str(tmp_path / "m.pt"), "--calib", str(tmp_path / "x.npy"), "--state", str(tmp_path / "s.pt"),
+            "--out", str(tmp_path / "w.npz")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    bound = 127 / 128
+    clipped = h0.clamp(-bound, bound)
+    share = float((h0.abs() > 127.5 / 128).double().mean())
+    with torch.no_grad():
+        cost = _rms(gru(torch.from_numpy(x), clipped)[0].numpy(), gru(torch.from_numpy(x), h0)[0].numpy())
+    assert share > 0.2 and cost > 0.005
+    state = tmp_path / "s.pt"
+    assert err.count("\n") == 1 and err.startswith(f"rnnpipe: warning: h0 from {state}: {100 * share:.1f} % of its")
+    assert ("lie beyond ±0.9922, what h's int8 holds at its scale 0.007812, and are clipped: that costs RMS "
+            f"{cost:.4f}") in err
+    (tmp_path / "w.npz").unlink()
+    assert f"{100 * share:.1f} % of its values" in _one_line_error(argv + ["--strict"], capsys)
+    assert not (tmp_path / "w.npz").exists()
+    torch.save(clipped, tmp_path / "s.pt")                      # within int8: nothing to say
+    assert main(argv + ["--strict"]) == 0 and capsys.readouterr().err == ""

@@ -339,22 +339,6 @@ def test_import_state_pt_mistakes_are_one_line(tmp_path, capsys):
     assert (w.h0 == 32).all() and (w.c0 == -2048).all()
 
 
-def test_import_state_refuses_an_onnx_initial_h_beside_it(tmp_path, capsys, monkeypatch):
-    """An ONNX model's initial_h is the run's h0 already: --state beside it is one line, not a silent choice."""
-    import sim.models.onnx_model as onnx_model
-    from sim.models.quantize import parse_state
-
-    rng = np.random.default_rng(2)
-    layers, _ = parse_state({"weight_ih_l0": rng.normal(0, 0.3, (4, 3)), "weight_hh_l0": rng.normal(0, 0.3, (4, 4))})
-    monkeypatch.setattr(onnx_model, "load_onnx", lambda path: onnx_model.OnnxModel(layers, [], np.zeros((1, 2, 4))))
-    np.save(tmp_path / "x.npy", rng.normal(0, 1, (5, 2, 3)))
-    np.savez(tmp_path / "s.npz", h0=np.zeros((1, 2, 4)))
-    assert main(["import", str(tmp_path / "m.onnx"), "--calib", str(tmp_path / "x.npy"), "--state",
-                 str(tmp_path / "s.npz"), "--out", str(tmp_path / "w.npz")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "has an initial_h or initial_c and --state" in err and "gives the state too" in err
-
-
 def test_the_help_names_the_state_files_taken(capsys):
     with pytest.raises(SystemExit):
         main(["import", "--help"])

@@ -23,6 +23,7 @@ from sim.cli.args import (
     add_schedule_args,
     non_negative,
     positive,
+    positive_real,
     seed_list,
 )
 from sim.flows.fpga.blocks import BLOCK_NAMES
@@ -87,13 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("import", help="quantize a float RNN (PyTorch names) into an int8 workload")
     q.add_argument("model", help="model.npz or model.pt (a state dict), or model.onnx (LSTM, GRU or RNN nodes)")
-    q.add_argument("--calib", required=True, help="calibration inputs x.npy, shape (L, B, I)")
+    q.add_argument("--calib", required=True,
+                   help="calibration inputs x.npy, shape (L, B, I), or (B, L, I) with --batch-first (an ONNX "
+                        "model's: its graph's data input's layout)")
+    q.add_argument("--batch-first", action="store_true",
+                   help="the calibration inputs are (B, L, I), as for an nn.RNN / LSTM / GRU built with "
+                        "batch_first=True (a state dict does not say; an ONNX graph does, and must agree)")
+    q.add_argument("--strict", action="store_true",
+                   help="refuse (exit 2) instead of warning when a value of the calibration inputs, the initial "
+                        "state or the weights lies beyond what its scale holds and would be clipped")
     q.add_argument("--out", required=True, help="output workload .npz")
     q.add_argument("--state", metavar="FILE",
                    help="the run's initial state, as nn.LSTM / nn.GRU / nn.RNN take it (default: zeros): a .pt of "
                         "torch.save((h0, c0), path) (an LSTM) or torch.save(h0, path), or an .npz with key h0 and, "
                         "for an LSTM, c0; shapes (layers, B, H), or (B, H) for one layer, B the calibration "
-                        "inputs'")
+                        "inputs' (batch_first or not, as PyTorch's); an ONNX model's state inputs are fed it")
     q.set_defaults(handler="sim.cli.workloads:cmd_import")
 
     gpu_cli.add_parser(sub)
@@ -164,6 +173,9 @@ def _add_run_commands(sub) -> None:
     q.add_argument("--mode", choices=MODES, default="pipelined", help="pipelined (default), conventional or gemm")
     q.add_argument("--c0", action="store_true",
                    help="an LSTM run that starts from a c0 in memory (FLAGS state_in: the fill reads it at step 1)")
+    q.add_argument("--latency", type=positive_real, metavar="MS",
+                   help="search S, K and T for the smallest array (fewest MAC units) whose predicted latency, start "
+                        "to the last sequence's last output, is within MS milliseconds at --clock-mhz (needed)")
     add_schedule_args(q)
     add_energy_args(q)
     add_clock_args(q)

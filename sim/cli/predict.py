@@ -3,15 +3,17 @@ sizes the RTL cannot run in minutes. No numpy, no cocotb, no Verilator: it answe
 
 from __future__ import annotations
 
-from hdl.config import MAX_MEM_WORDS, MIN_MEM_WORDS, UserError
+import copy
+
+from hdl.config import MIN_MEM_WORDS, UserError
 from sim.cli.args import clock_of, config_from_args
 from sim.flows.progress import Progress
 from sim.models.choose import choose
 from sim.models.energy import energy_from_model, load_table, summed
 from sim.models.layout import region_words
 from sim.models.perf import Regions, compulsory_words
-from sim.models.sizing import maxima_for
-from sim.reports.run import figure_lines, row_ends, sequence_lines, sizing_lines
+from sim.models.sizing import check_memory, maxima_for
+from sim.reports.run import figure_lines, fits_ecp5, row_ends, sequence_lines, sizing_lines
 
 __all__ = ["cmd_predict"]
 
@@ -26,10 +28,15 @@ def _build(args):
              if getattr(args, field, None) is None and need > getattr(cfg, field)}
     cfg = cfg.replace(**grown)
     words = _regions(cfg, args)
-    need = max(MIN_MEM_WORDS, 1 << max(0, sum(words.values()) - 1).bit_length())
-    if args.mem_words is None and need > cfg.mem_words:
-        grown["mem_words"] = min(need, MAX_MEM_WORDS)
-        cfg = cfg.replace(mem_words=grown["mem_words"])
+    total = sum(words.values())
+    check_memory(total, args.mode, args.last_only, args.steps)           # no build holds it: one line, at once
+    need = max(MIN_MEM_WORDS, 1 << max(0, total - 1).bit_length())
+    if args.mem_words is not None and need > cfg.mem_words:
+        raise UserError(f"--mem-words {args.mem_words} holds {cfg.mem_words:,} words; the run's regions need "
+                        f"{total:,} (mem_words {need:,}): give --mem-words {need} or leave it out")
+    if need > cfg.mem_words:
+        grown["mem_words"] = need
+        cfg = cfg.replace(mem_words=need)
     return cfg, sorted(grown), words
 
 
@@ -38,18 +45,87 @@ def _regions(cfg, args) -> dict[str, int]:
                                       layers=args.layers, cell=args.cell, has_c0=args.c0), args.last_only, args.mode)
 
 
+#: the arrays ``predict --latency`` tries, smallest first: S subsets, K clusters, T×T tiles
+SEARCH = {"subsets": (1, 2, 4, 8, 16), "clusters": (1, 2, 4, 8, 16, 32, 64), "tile": (4, 8, 16)}
+
+
+def _clock(args, cfg) -> tuple[float | None, str]:
+    """The clock of the time figures: ``--clock-mhz``, else the default only for a build whose register files fit
+    the ECP5-85k it was routed on; a larger (ASIC-sized) build has no routed Fmax here: None, saying so."""
+    clock, note = clock_of(args)
+    if args.clock_mhz is None and not fits_ecp5(cfg):
+        return None, (f"this build's register files do not fit an ECP5-85k, where the default {clock:g} MHz was "
+                      "routed, and an ASIC-sized build has no routed Fmax here: --clock-mhz MHZ for time")
+    return clock, note
+
+
+def _predict(args, cfg, bar=None):
+    """The choice (partition, width, stack) the models make for ``args``' shape on ``cfg``, with its trace."""
+    return choose(cfg, args.hidden, args.input, args.batch, args.steps, has_bias=not args.no_bias,
+                  last_only=args.last_only, mode=args.mode, layers=args.layers, width=args.width,
+                  partition=args.partition, cell=args.cell, progress=bar.update if bar else None,
+                  trace=True, stack=args.stack, state_in=args.c0)
+
+
+def _ends(args, c):
+    return row_ends(c.prediction.trace, args.batch, c.width, args.steps, args.layers,
+                    top_width=c.layers[-1].width if c.stack == "turn" else None)
+
+
+def _search(args):
+    """``--latency MS``: the smallest array (fewest MAC units, S × K × T², of :data:`SEARCH`; the other fields the
+    preset's) whose predicted latency — start to the last sequence's last output, at ``--clock-mhz`` — is within
+    MS milliseconds. Returns the args with its S, K and T and the line that says what was searched."""
+    if args.clock_mhz is None:
+        raise UserError("--latency needs --clock-mhz: the time of a cycle on the array you would build (an ASIC's "
+                        "or an FPGA's clock; the arrays searched have no routed Fmax here)")
+    for name in ("subsets", "clusters", "tile"):
+        if getattr(args, name, None) is not None:
+            raise UserError(f"--latency searches S, K and T itself: drop --{name}")
+    arrays = sorted((S * K * T * T, T, S, K) for S in SEARCH["subsets"] for K in SEARCH["clusters"]
+                    for T in SEARCH["tile"])
+    best, tried = None, 0
+    with Progress(f"searching S, K, T for a latency within {args.latency:g} ms") as bar:
+        for n, (macs, T, S, K) in enumerate(arrays):
+            bar.update(n, len(arrays))
+            trial = copy.copy(args)
+            trial.subsets, trial.clusters, trial.tile = S, K, T
+            try:
+                cfg, _, _ = _build(trial)
+                ends = _ends(trial, _predict(trial, cfg))
+            except UserError:
+                continue                            # an array that cannot run this shape (a partition, a width)
+            tried += 1
+            if ends is None:
+                continue
+            ms = max(ends) / (args.clock_mhz * 1e3)
+            if best is None or ms < best[0]:
+                best = (ms, S, K, T, macs)
+            if ms <= args.latency:
+                return trial, (f"search   the smallest array within {args.latency:g} ms at {args.clock_mhz:g} MHz: "
+                               f"S={S} K={K} T={T}, {macs:,} MAC units, {ms:.4g} ms (of {tried} arrays tried, "
+                               "fewest MAC units first)")
+    if best is None:
+        raise UserError(f"--latency {args.latency:g}: no array of S in {SEARCH['subsets']}, K in {SEARCH['clusters']}, "
+                        f"T in {SEARCH['tile']} runs this shape")
+    ms, S, K, T, macs = best
+    raise UserError(f"--latency {args.latency:g}: no array of S ≤ {SEARCH['subsets'][-1]}, K ≤ "
+                    f"{SEARCH['clusters'][-1]}, T ≤ {SEARCH['tile'][-1]} is within {args.latency:g} ms at "
+                    f"{args.clock_mhz:g} MHz: the fastest, S={S} K={K} T={T} ({macs:,} MAC units), takes {ms:.4g} ms")
+
+
 def cmd_predict(args) -> int:
     if args.c0 and args.cell != "lstm":
         raise UserError(f"--c0 is an LSTM's initial cell state; cell {args.cell} has none: drop --c0 or use "
                         "--cell lstm")
     table = load_table(args.energy_table)
-    clock, clock_note = clock_of(args)
+    searched = None
+    if args.latency is not None:
+        args, searched = _search(args)
     cfg, grown, regions = _build(args)
+    clock, clock_note = _clock(args, cfg)
     with Progress("predicting the candidates (partition G, width w)") as bar:
-        c = choose(cfg, args.hidden, args.input, args.batch, args.steps, has_bias=not args.no_bias,
-                   last_only=args.last_only, mode=args.mode, layers=args.layers, width=args.width,
-                   partition=args.partition, cell=args.cell, progress=bar.update,
-                   trace=True, stack=args.stack, state_in=args.c0)
+        c = _predict(args, cfg, bar)
     p = c.prediction
     if c.stack == "turn":           # the layers in turn: each layer's run, costed as its own
         e = summed([energy_from_model(cfg, lc.prediction, args.hidden, args.input if k == 0 else args.hidden,
@@ -64,6 +140,8 @@ def cmd_predict(args) -> int:
     J = -(-args.batch // c.width)
     sized = f" ({', '.join(grown)} grown to hold the shape)" if grown else ""
     stack = f", {args.layers} stacked layers" if args.layers > 1 else ""
+    if searched:
+        print(searched)
     print(f"build    {cfg.name}: {cfg.summary()}{sized}")
     print("\n".join(sizing_lines(cfg, sum(regions.values()), regions["a"])))
     print(f"workload cell={args.cell} H={args.hidden} I={args.input} B={args.batch} L={args.steps}{stack}"
@@ -76,7 +154,5 @@ def cmd_predict(args) -> int:
                                         p.traffic, "start to done, predicted")
     print(f"{cycles}\n{macs}\n{memory}; {(reads + writes) / compulsory:.2f}× the compulsory traffic")
     print(e.line())
-    ends = row_ends(p.trace, args.batch, c.width, args.steps, args.layers,
-                    top_width=c.layers[-1].width if c.stack == "turn" else None)
-    print("\n".join(sequence_lines(p.cycles, ends, args.batch, clock, e.total_pj, "model", clock_note)))
+    print("\n".join(sequence_lines(p.cycles, _ends(args, c), args.batch, clock, e.total_pj, "model", clock_note)))
     return 0

@@ -11,12 +11,12 @@ from hdl.config import Config, UserError
 from sim.models.golden import checksum, run_golden
 from sim.models.quantize import (
     TORCH_MODULES,
+    clipping,
     load_calibration,
     load_model,
     load_state,
     quantization_error,
     quantize,
-    quantize_c,
     save_stacked,
 )
 from sim.models.workload import load_workload, random_workload, save_result, save_workload
@@ -53,48 +53,63 @@ def cmd_golden(args) -> int:
 
 def cmd_import(args) -> int:
     """``rnnpipe import``: quantize a float RNN, LSTM or GRU on calibration inputs, write the workload, report the
-    error. ``--state`` gives the run's initial state, PyTorch's ``h0`` (and an LSTM's ``c0``): the workload's
-    ``h0`` at each layer's h scale and ``c0`` in the contract's units of 2^-11 (saturated values are counted in a
-    warning on stderr)."""
+    error. The calibration inputs' layout is said, never guessed: ``--batch-first`` for a state dict's (B, L, I)
+    (PyTorch's ``batch_first=True``; a state dict does not say), an ONNX graph's from the graph; the summary's
+    ``calib`` line names it. ``--state`` gives the run's initial state, PyTorch's ``h0`` (and an LSTM's ``c0``):
+    the workload's ``h0`` at each layer's h scale and ``c0`` in the contract's units of 2^-11; an ONNX graph's state
+    inputs are fed it. Values the scales cannot hold are one warning line each on stderr (the fraction clipped and
+    the RMS it costs on the calibration run), an error with ``--strict``, before anything is written."""
     check_output("--out", args.out)                  # before the model is read and quantized
-    h0 = c0 = None
+    m = None
     if str(args.model).lower().endswith(".onnx"):
         from sim.models.onnx_model import load_onnx  # lazy: the onnx package, only for an ONNX model
 
         m = load_onnx(args.model)
-        layers, ignored, h0, c0 = m.layers, m.ignored, m.h0, m.c0
+        layers, ignored = m.layers, m.ignored
+        if args.batch_first and not m.batch_first:
+            raise UserError(f"--batch-first: model {args.model}'s data input is (L, B, I), as its graph says (the "
+                            "first recurrent node's layout and the Transposes before it): drop --batch-first")
+        batch_first = m.batch_first
+        layout = ("(B, L, I), as the graph's data input is (batch first)" if batch_first else
+                  "(L, B, I), as the graph's data input is")
     else:
         layers, ignored = load_model(args.model)
-    calib = load_calibration(args.calib, layers[0].input)
-    for name, value in (("initial_h", h0), ("initial_c", c0)):
-        if value is not None and value.shape[1] != calib.shape[1]:
-            raise UserError(f"model {args.model}'s {name} holds a batch of {value.shape[1]}, the calibration file "
-                            f"{args.calib} one of {calib.shape[1]}: the run's initial state is the model's, so they "
-                            "must agree")
+        batch_first = args.batch_first
+        layout = ("(B, L, I) (--batch-first)" if batch_first else "(L, B, I): batch_first=False assumed, as a state "
+                  "dict does not say (--batch-first for (B, L, I))")
+    calib = load_calibration(args.calib, layers[0].input, batch_first)
+    L, B, _ = calib.shape
     state = args.state
+    h0 = c0 = None
     if state:
-        if h0 is not None or c0 is not None:
-            raise UserError(f"model {args.model} has an initial_h or initial_c and --state {state} gives the state "
-                            "too: give the run's initial state once (drop --state, or export the model without it)")
-        h0, c0 = load_state(state, layers, calib.shape[1])
+        h0, c0 = load_state(state, layers, B, L, batch_first)
+    if m is not None:
+        h0, c0 = m.initial_state(calib, h0, c0)
     q = quantize(layers, calib, h0)
-    saturated = quantize_c(c0)[1] if c0 is not None else 0
-    if saturated:
-        print(f"rnnpipe: warning: c0 from {state}: {saturated} of {c0.size} values are beyond the cell state's int16 "
-              "range (±16 in units of 2^-11) and saturated", file=sys.stderr)
+    # where each value came from (a state the graph gives is the model's unless --state fed or gave it)
+    source = {"x": f"x from {args.calib}"}
+    for name, kind in (("h0", "initial_h"), ("c0", "initial_c")):
+        source[name] = f"{name} from {state}" if state else f"{name} from the model's {kind}"
+    lines = [c.describe(source.get(c.name, f"model key {c.name}")) for c in clipping(q, layers, calib, h0, c0)]
+    if lines and args.strict:
+        raise UserError(lines[0] + " (--strict)")
+    for line in lines:
+        print(f"rnnpipe: warning: {line}; --strict makes this an error", file=sys.stderr)
     save_stacked(q, calib, args.out, h0, c0)
     errors, overflow = quantization_error(q, layers, calib, h0, c0)
-    L, B, _ = calib.shape
-    module = TORCH_MODULES[layers[0].cell] + (" (from ONNX: gates in PyTorch's order)" if str(args.model).lower()
-                                              .endswith(".onnx") else "")
+    module = TORCH_MODULES[layers[0].cell] + (" (from ONNX: gates in PyTorch's order)" if m is not None else "")
     print(f"model    {args.model}: {module}, {len(layers)} layer{'s' if len(layers) > 1 else ''}, "
           f"I={layers[0].input} H={', '.join(str(layer.hidden) for layer in layers)}, "
           f"bias={'yes' if layers[0].has_bias else 'no'}")
     if ignored:
         print(f"ignored  {', '.join(ignored)} (not RNN weights)")
-    print(f"calib    {args.calib}: L={L} B={B}" + ("" if h0 is None and c0 is None or state else
-                                                   "; the initial state from the model's initial_h / initial_c"))
-    if state:
+    print(f"calib    {args.calib}: L={L} B={B}, read as {layout}")
+    if m is not None and m.state_inputs:
+        fed = ", ".join(f"{kind} to {name!r}" for kind, name in m.state_inputs.items())
+        print(f"state    {state or 'zeros (no --state)'}: fed to the graph's state inputs ({fed})")
+    elif m is not None and (h0 is not None or c0 is not None) and not state:
+        print("state    the model's initial_h / initial_c, the run's initial state")
+    elif state:
         print(f"state    {state}: h0" + (", c0" if c0 is not None else "") + f" {tuple(h0.shape)}, the run's initial "
               "state" + ("" if c0 is not None or layers[0].cell != "lstm" else " (c0 = 0)"))
     for k, (layer, err) in enumerate(zip(q.layers, errors, strict=True)):

@@ -3,25 +3,31 @@
 What a graph may hold: one chain of recurrent nodes of one cell, each the layer above the one before (its ``X`` the
 previous node's ``Y``, through shape-only nodes: ``Squeeze``, ``Reshape``, ``Transpose``, ``Identity``), forward
 direction, ``layout`` 0 ([seq, batch, in]) or 1 ([batch, seq, in]: the weights are the same), the default
-activations (an LSTM's and a GRU's σ and tanh, an RNN's tanh), weights and biases as initializers. Any other node
-(a readout, say) is listed and left out. The gate orders are converted to PyTorch's (the quantizer's, DESIGN §3):
+activations (an LSTM's and a GRU's σ and tanh, an RNN's tanh). Any other node (a readout, say) is listed and left
+out. The gate orders are converted to PyTorch's (the quantizer's, DESIGN §3):
 
 * LSTM: ONNX ``W``, ``R``, ``B`` in i, o, f, c → PyTorch i, f, g, o (c is g);
 * GRU: ONNX z, r, h → PyTorch r, z, n, with ``linear_before_reset = 1`` (PyTorch's: r multiplies ``R_h·h + Rb_h``);
   0 (r multiplies h before ``R_h``) is another cell, refused;
 * ``B`` is ``Wb`` then ``Rb``: PyTorch's ``bias_ih`` and ``bias_hh``.
 
-``initial_h`` and an LSTM's ``initial_c`` (constants) become the run's initial state (the workload's ``h0`` and
-``c0``; an all-zero ``initial_c`` is the contract's c_0 = 0, no ``c0``). Refused in one
-line each (:class:`hdl.config.UserError`): a bidirectional or reverse node, peepholes (``P``), ``sequence_lens``,
-``clip``, ``input_forget``, other activations, an initial state that is a graph input (its values are not in the
-file), two separate chains.
+What is computed in the graph is evaluated at import by onnx's reference evaluator (``onnx.reference``), whatever
+the exporter wrote: ``W``, ``R`` and ``B`` must be functions of the graph's constants alone (the default exporter's
+Transpose / Concat / Slice of initializers fold); ``initial_h`` and an LSTM's ``initial_c`` may also depend on the
+shape of the data input (the TorchScript exporter's zeros of the batch's shape: Shape → Gather → Concat → Expand)
+and on graph inputs of their own (an exported ``(h0, c0)``), which are fed the run's state, ``rnnpipe import
+--state`` (zeros without it: PyTorch's default). The state the graph gives becomes the workload's ``h0`` and
+``c0`` (an all-zero one is the contract's zeros: none). The data input's layout (which axis of the graph's
+``X`` is the batch) is told by the graph too: the first node's ``layout`` and the Transposes before it
+(:attr:`OnnxModel.batch_first`). Refused in one line each (:class:`hdl.config.UserError`): a bidirectional or
+reverse node, peepholes (``P``), ``sequence_lens``, ``clip``, ``input_forget``, other activations, weights that
+depend on a graph input, a state that depends on the data's values, two separate chains.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,17 +43,71 @@ _CELLS = {"RNN": "rnn", "LSTM": "lstm", "GRU": "gru"}
 _ACTIVATIONS = {"rnn": ["Tanh"], "lstm": ["Sigmoid", "Tanh", "Tanh"], "gru": ["Sigmoid", "Tanh"]}
 #: nodes that only reshape a tensor: a chain of layers may pass through them
 _SHAPE_OPS = {"Squeeze", "Unsqueeze", "Reshape", "Transpose", "Identity", "Flatten"}
+#: nodes whose output depends on their input's shape alone, not on its values
+_SHAPE_OF = {"Shape", "Size"}
+#: the recurrent node's optional inputs by position (ONNX's operator spec), and the state's in the run's words
+_INPUTS = {1: "W", 2: "R", 3: "B", 5: "initial_h", 6: "initial_c"}
+_STATE = {5: "h0", 6: "c0"}
 
 
 @dataclass(frozen=True)
 class OnnxModel:
     """What :func:`load_onnx` read: the float layers (``sim.models.quantize.FloatLayer``), the other nodes left
-    out (``op_type name``), h0 (N, B, H) from the nodes' ``initial_h`` and c0 (N, B, H) from an LSTM's
-    ``initial_c`` (None: zeros)."""
+    out (``op_type name``), whether the graph's data input is batch first ((B, L, I): the calibration inputs are
+    given in the graph's own layout), and the graph inputs that feed the initial state (``{"h0": name, "c0":
+    name}``: the run's state is fed to them). :meth:`initial_state` evaluates the state the graph gives."""
     layers: list
     ignored: list[str]
-    h0: np.ndarray | None
-    c0: np.ndarray | None = None
+    batch_first: bool = False
+    state_inputs: dict[str, str] = field(default_factory=dict)
+    _model: object = field(default=None, repr=False)
+    _states: tuple = field(default=(), repr=False)          # per node: {5: name, 6: name} of its state inputs
+    _layouts: tuple = field(default=(), repr=False)
+    _data: str = ""
+
+    def initial_state(self, x: np.ndarray, h0: np.ndarray | None = None,
+                      c0: np.ndarray | None = None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The run's initial state, (N, B, H) float64 each (None: zeros), as the graph computes it from its
+        constants, the shape of the calibration inputs ``x`` (L, B, I) and, for a state that is a graph input, the
+        run's ``h0`` and ``c0`` (N, B, H) (None: zeros, PyTorch's default). Where the graph has no state, ``h0`` and
+        ``c0`` are the run's; where it fixes a non-zero one, giving them too is a :class:`UserError` (the state is
+        given once), and so is a constant state of another batch than ``x``'s."""
+        want = (len(self.layers), x.shape[1], self.layers[0].hidden)
+        given = {"h0": h0, "c0": c0}
+        feeds = {self._data: np.ascontiguousarray(x.transpose(1, 0, 2) if self.batch_first else x, np.float32)}
+        for kind, name in self.state_inputs.items():
+            feeds[name] = np.zeros(want, np.float32) if given[kind] is None else np.asarray(given[kind], np.float32)
+        names = sorted({n for s in self._states for n in s.values()})
+        values = dict(zip(names, _evaluate(self._model, names, feeds), strict=True)) if names else {}
+        h, c = (self._state(index, values, given, want) for index in _STATE)
+        return h, c
+
+    def _state(self, index: int, values: dict, given: dict, want: tuple) -> np.ndarray | None:
+        """One kind of state (``index``: initial_h or initial_c) of every layer, (N, B, H), from the evaluated
+        ``values``: direction 0 of each node's [dir, B, H] (layout 0) or [B, dir, H] (layout 1)."""
+        kind, label = _STATE[index], _INPUTS[index]
+        stack, found = np.zeros(want), False
+        for k, (states, layout) in enumerate(zip(self._states, self._layouts, strict=True)):
+            if index not in states:
+                continue
+            raw = np.asarray(values[states[index]], np.float64)
+            if raw.ndim != 3 or raw.shape[-1] != want[2]:
+                raise UserError(f"model's {label} ({states[index]!r}) of layer {k} has shape {raw.shape}, not "
+                                f"(1, B, {want[2]}) or (B, 1, {want[2]})")
+            v = raw[:, 0] if layout else raw[0]
+            if not np.any(v):
+                continue                            # zeros of any batch: the contract's zero state
+            if v.shape[0] != want[1]:
+                raise UserError(f"model's {label} ({states[index]!r}) holds a batch of {v.shape[0]}, the "
+                                f"calibration inputs one of {want[1]}: the run's initial state is the model's, so "
+                                "they must agree")
+            stack[k], found = v, True
+        if kind in self.state_inputs:
+            return stack if found else None
+        if found and given[kind] is not None:
+            raise UserError(f"model has a non-zero constant {label} and --state gives {kind} too: give the run's "
+                            "initial state once (drop --state, or export the model with the state as an input)")
+        return stack if found else given[kind]
 
 
 def _onnx():
@@ -65,6 +125,67 @@ def _reblock(a: np.ndarray, cell: str, hidden: int) -> np.ndarray:
     return np.concatenate([a[g * hidden:(g + 1) * hidden] for g in ONNX_GATES[cell]])
 
 
+def _dependencies(graph, consts: set[str]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """For every tensor, the graph inputs its values depend on, and those only its shape-reading nodes (Shape,
+    Size) read: a tensor of neither is a function of the graph's constants alone."""
+    values = {name: set() for name in consts} | {i.name: {i.name} for i in graph.input if i.name not in consts}
+    shapes: dict[str, set[str]] = {name: set() for name in values}
+    for node in graph.node:
+        v = set().union(*(values.get(i, set()) for i in node.input if i))
+        s = set().union(*(shapes.get(i, set()) for i in node.input if i))
+        if node.op_type in _SHAPE_OF:
+            v, s = set(), s | v
+        for out in node.output:
+            values[out], shapes[out] = v, s
+    return values, shapes
+
+
+def _evaluate(model, targets: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """``targets`` of ``model``, computed by onnx's reference evaluator from the graph's constants and ``feeds``:
+    only the nodes they need run."""
+    onnx, numpy_helper = _onnx()
+    from onnx.reference import ReferenceEvaluator
+
+    graph = model.graph
+    need, nodes = set(targets), []
+    for node in reversed(graph.node):
+        if need.intersection(node.output):
+            nodes.append(node)
+            need.update(i for i in node.input if i)
+    inits = [t for t in graph.initializer if t.name in need]
+    inputs = [i for i in graph.input if i.name in need and i.name not in {t.name for t in inits}]
+    sub = onnx.helper.make_graph(nodes[::-1], "fold", inputs, [onnx.helper.make_empty_tensor_value_info(t)
+                                                               for t in targets], inits)
+    part = onnx.helper.make_model(sub, opset_imports=model.opset_import, functions=model.functions)
+    part.ir_version = model.ir_version
+    try:
+        return list(ReferenceEvaluator(part).run(None, {n: feeds[n] for n in (i.name for i in inputs)}))
+    except Exception as e:  # the evaluator raises many kinds for a graph it cannot run
+        raise UserError(f"model's {', '.join(targets)} could not be evaluated from the graph's constants (onnx's "
+                        f"reference evaluator: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+                        ) from None
+
+
+def _fold(model, targets: list[str], shaped: set[str], what: str) -> list[np.ndarray]:
+    """Weights the graph computes from its constants and the shapes of the graph inputs ``shaped`` (the default
+    exporter slices the gates by the state's H): evaluated on stand-ins of the inputs' declared shapes, their
+    unknown axes once 1 and once 2 long — a weight that differs between the two depends on a size the file does not
+    fix, and is refused."""
+    inputs = {i.name: i for i in model.graph.input if i.name in shaped}
+    runs = []
+    for unknown in (1, 2):
+        feeds = {}
+        for name, info in inputs.items():
+            dims = [d.dim_value if d.HasField("dim_value") else unknown for d in info.type.tensor_type.shape.dim]
+            feeds[name] = np.zeros(dims, np.float32)
+        runs.append(_evaluate(model, targets, feeds))
+    for name, a, b in zip(targets, *runs, strict=True):
+        if a.shape != b.shape or not np.array_equal(a, b):
+            raise UserError(f"{what}: its weights ({name!r}) depend on the length of an axis the file leaves open "
+                            f"(of {', '.join(sorted(inputs))}): export with that axis fixed")
+    return runs[0]
+
+
 def load_onnx(path) -> OnnxModel:
     """Read an ONNX file's recurrent nodes as float layers (the module docstring says what is taken)."""
     from sim.models.quantize import FloatLayer, _float_array  # the quantizer's layer and checks
@@ -74,62 +195,59 @@ def load_onnx(path) -> OnnxModel:
         raise UserError(f"model file {path!r} does not exist")
     onnx, numpy_helper = _onnx()
     try:
-        graph = onnx.load(path).graph
+        model = onnx.load(path)
     except Exception as e:  # protobuf's DecodeError and others: a file onnx cannot parse
         raise UserError(f"model file {path!r} is not a readable ONNX model ({type(e).__name__})") from None
+    graph = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
             consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    inputs = {i.name for i in graph.input} - set(consts)
+    values, shapes = _dependencies(graph, set(consts))
     producer = {out: node for node in graph.node for out in node.output}
     nodes = [n for n in graph.node if n.op_type in _CELLS]
-    ignored = [f"{n.op_type} {n.name or n.output[0]}" for n in graph.node      # shape-only nodes hold nothing
-               if n.op_type not in _CELLS and n.op_type != "Constant" and n.op_type not in _SHAPE_OPS]
+    ignored = _left_out(graph, nodes, values)
     if not nodes:
-        raise UserError(f"model file {path!r} has no LSTM, GRU or RNN node (ONNX's recurrent operators)")
-    layers, h0s, c0s = [], [], []
+        raise UserError(f"model file {path!r} has no LSTM, GRU or RNN node (ONNX's recurrent operators; "
+                        "torch.onnx.export's default exporter writes an nn.RNN as its loop: export it with "
+                        "dynamo=False)")
+    data = values[nodes[0].input[0]]
+    if len(data) != 1:
+        raise UserError(f"model file {path!r}: the first recurrent node's X depends on "
+                        f"{', '.join(sorted(data)) or 'no graph input'}, not on one data input")
+    data = next(iter(data))
+    layers, states, layouts = [], [], []
     for k, node in enumerate(nodes):
         what = f"model file {path!r}: {node.op_type} node {node.name or node.output[0]!r}"
         cell = _CELLS[node.op_type]
         if cell != _CELLS[nodes[0].op_type]:
             raise UserError(f"{what} is a {node.op_type} after a {nodes[0].op_type}: every layer must be of one cell")
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        attrs = {n: v.decode() if isinstance(v, bytes) else v for n, v in attrs.items()}
-        direction = attrs.get("direction", "forward")
-        if direction != "forward":
-            raise UserError(f"{what} runs {direction}: only the forward direction is supported (one direction, "
-                            "the hardware's steps in order)")
-        if attrs.get("layout", 0) not in (0, 1):
-            raise UserError(f"{what} has layout {attrs['layout']}: layout must be 0 or 1")
-        activations = [a.decode() if isinstance(a, bytes) else a for a in attrs.get("activations", [])]
-        if activations and [a.lower() for a in activations] != [a.lower() for a in _ACTIVATIONS[cell]]:
-            raise UserError(f"{what} has activations {', '.join(activations)}: the contract's cell takes "
-                            f"{', '.join(_ACTIVATIONS[cell])} only (its LUTs are σ and tanh)")
-        for name in ("clip", "activation_alpha", "activation_beta"):
-            if name in attrs:
-                raise UserError(f"{what} has {name}: not supported (the contract's activations are plain σ, tanh)")
-        if attrs.get("input_forget", 0):
-            raise UserError(f"{what} has input_forget = 1 (coupled gates): PyTorch's LSTM, which the contract "
-                            "follows, has none")
-        if cell == "gru" and attrs.get("linear_before_reset", 0) != 1:
-            raise UserError(f"{what} has linear_before_reset = 0: r then multiplies h before R_h, another cell than "
-                            "PyTorch's GRU (r multiplies R_h·h + Rb_h), which the contract and the hardware run; "
-                            "export with linear_before_reset = 1 (torch.onnx does)")
+        attrs = _attributes(onnx, node, what, cell)
         names = list(node.input) + [""] * (8 - len(node.input))
         if names[7]:
             raise UserError(f"{what} has peepholes (P): not supported (the LSTM of PyTorch and of the contract has "
                             "none)")
         if names[4]:
             raise UserError(f"{what} has sequence_lens: not supported (every sequence runs every step)")
-        for index in (1, 2, 3, 5, 6):
-            if names[index] and names[index] not in consts:
-                label = {1: "W", 2: "R", 3: "B", 5: "initial_h", 6: "initial_c"}[index]
-                why = "a graph input" if names[index] in inputs else "computed in the graph"
-                raise UserError(f"{what}: its {label} ({names[index]!r}) is {why}, not a constant: rnnpipe import "
-                                "needs its values in the file")
         if not names[1] or not names[2]:
             raise UserError(f"{what} lacks W or R")
+        for index, label in _INPUTS.items():
+            name = names[index]
+            if not name:
+                continue
+            if index in _STATE and data in values[name]:
+                raise UserError(f"{what}: its {label} ({name!r}) depends on the values of the data input {data!r}: "
+                                "rnnpipe import takes an initial state that is a function of the graph's constants, "
+                                "graph inputs of its own and the data's shape")
+            if index not in _STATE and values[name]:
+                source = sorted(values[name])[0]
+                why = "is a graph input" if name == source else f"depends on the values of the graph input {source!r}"
+                raise UserError(f"{what}: its {label} ({name!r}) {why}, not a function of the graph's constants: "
+                                "rnnpipe import needs its values in the file")
+        folded = [names[i] for i in (1, 2, 3) if names[i] and names[i] not in consts]
+        if folded:                      # computed in the graph from constants (and inputs' shapes): evaluated here
+            consts.update(zip(folded, _fold(model, folded, set().union(*(shapes[n] for n in folded)), what),
+                              strict=True))
         W, R = (_float_array(names[i], consts[names[i]]) for i in (1, 2))
         hidden = R.shape[-1]
         G = GATE_ROWS[cell]
@@ -144,23 +262,25 @@ def load_onnx(path) -> OnnxModel:
         layers.append(FloatLayer(_reblock(W[0], cell, hidden), _reblock(R[0], cell, hidden),
                                  _reblock(bias[:G * hidden], cell, hidden), _reblock(bias[G * hidden:], cell, hidden),
                                  B is not None, cell))
-        # initial_h and initial_c as (B, H): direction 0 of [dir, B, H] (layout 0) or [B, dir, H] (layout 1)
-        h0s.append(_state(names[5], consts, attrs) if names[5] else None)
-        c0s.append(_state(names[6], consts, attrs) if names[6] and np.any(consts[names[6]]) else None)
+        states.append({i: names[i] for i in _STATE if names[i] and not (cell != "lstm" and i == 6)})
+        layouts.append(attrs.get("layout", 0))
     for k in range(1, len(layers)):
         if layers[k].input != layers[k - 1].hidden:
             raise UserError(f"model file {path!r}: layer {k} takes {layers[k].input} inputs, layer {k - 1} gives "
                             f"{layers[k - 1].hidden}")
-    return OnnxModel(layers, ignored, _stack_state(h0s, layers, path, "initial_h"),
-                     _stack_state(c0s, layers, path, "initial_c"))
-
-
-def _state(name: str, consts: dict, attrs: dict) -> np.ndarray:
-    """A node's constant initial_h or initial_c as (B, H)."""
-    from sim.models.quantize import _float_array  # as load_onnx: the quantizer's checks
-
-    value = _float_array(name, consts[name])
-    return value[:, 0] if attrs.get("layout", 0) else value[0]
+    state_inputs = {}
+    for index, kind in _STATE.items():
+        feeding = sorted(set().union(*(values[s[index]] for s in states if index in s)) - {data})
+        if len(feeding) > 1:
+            raise UserError(f"model file {path!r}: its {_INPUTS[index]} comes from the graph inputs "
+                            f"{', '.join(feeding)}: rnnpipe import feeds --state's {kind} (layers, B, H) to one")
+        if feeding:
+            if feeding[0] in state_inputs.values():
+                raise UserError(f"model file {path!r}: the graph input {feeding[0]!r} feeds both initial_h and "
+                                "initial_c: rnnpipe import feeds h0 and c0 to inputs of their own")
+            state_inputs[kind] = feeding[0]
+    batch_first = _batch_first(model, nodes[0], data, layers[0].input, layouts[0], path)
+    return OnnxModel(layers, ignored, batch_first, state_inputs, model, tuple(states), tuple(layouts), data)
 
 
 def _check_chain(node, previous, producer: dict, what: str) -> None:
@@ -176,19 +296,67 @@ def _check_chain(node, previous, producer: dict, what: str) -> None:
                         "chain of stacked layers")
 
 
-def _stack_state(h0s: list, layers: list, path: str, name: str) -> np.ndarray | None:
-    """The layers' initial state (``name``: initial_h or initial_c) as one (N, B, H) array (zeros where a node has
-    none), or None when none has one."""
-    given = [h for h in h0s if h is not None]
-    if not given:
-        return None
-    batch = given[0].shape[0]
-    out = np.zeros((len(layers), batch, layers[0].hidden))
-    for k, (h, layer) in enumerate(zip(h0s, layers, strict=True)):
-        if h is None:
-            continue
-        if h.shape != (batch, layer.hidden):
-            raise UserError(f"model file {path!r}: layer {k}'s {name} has shape {h.shape}, not ({batch}, "
-                            f"{layer.hidden}) as the other layers'")
-        out[k] = h
-    return out
+
+def _attributes(onnx, node, what: str, cell: str) -> dict:
+    """The node's attributes (strings decoded), or a UserError for one the contract does not run."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    attrs = {n: v.decode() if isinstance(v, bytes) else v for n, v in attrs.items()}
+    direction = attrs.get("direction", "forward")
+    if direction != "forward":
+        raise UserError(f"{what} runs {direction}: only the forward direction is supported (one direction, "
+                        "the hardware's steps in order)")
+    if attrs.get("layout", 0) not in (0, 1):
+        raise UserError(f"{what} has layout {attrs['layout']}: layout must be 0 or 1")
+    activations = [a.decode() if isinstance(a, bytes) else a for a in attrs.get("activations", [])]
+    if activations and [a.lower() for a in activations] != [a.lower() for a in _ACTIVATIONS[cell]]:
+        raise UserError(f"{what} has activations {', '.join(activations)}: the contract's cell takes "
+                        f"{', '.join(_ACTIVATIONS[cell])} only (its LUTs are σ and tanh)")
+    for name in ("clip", "activation_alpha", "activation_beta"):
+        if name in attrs:
+            raise UserError(f"{what} has {name}: not supported (the contract's activations are plain σ, tanh)")
+    if attrs.get("input_forget", 0):
+        raise UserError(f"{what} has input_forget = 1 (coupled gates): PyTorch's LSTM, which the contract "
+                        "follows, has none")
+    if cell == "gru" and attrs.get("linear_before_reset", 0) != 1:
+        raise UserError(f"{what} has linear_before_reset = 0: r then multiplies h before R_h, another cell than "
+                        "PyTorch's GRU (r multiplies R_h·h + Rb_h), which the contract and the hardware run; "
+                        "export with linear_before_reset = 1 (torch.onnx does)")
+    return attrs
+
+
+def _left_out(graph, nodes, values: dict[str, set[str]]) -> list[str]:
+    """The nodes the import leaves out (``op_type name``, a readout say): all but the recurrent nodes, what
+    computes their inputs (folded, fed or passed through at import), the nodes that gather their final states
+    (Y_h, Y_c: the run writes h_n and c_n itself), and the nodes that only reshape, hold a constant or compute
+    from constants and shapes (``values``: what each tensor's values depend on)."""
+    producer = {out: node for node in graph.node for out in node.output}
+    used, todo = set(), [i for n in nodes for i in n.input if i]
+    while todo:
+        node = producer.get(todo.pop())
+        if node is not None and id(node) not in used:
+            used.add(id(node))
+            todo.extend(i for i in node.input if i)
+    final = {out for n in nodes for out in n.output[1:]}
+    skip = set(_CELLS) | _SHAPE_OPS | _SHAPE_OF | {"Constant"}
+    return [f"{n.op_type} {n.name or n.output[0]}" for n in graph.node
+            if n.op_type not in skip and id(n) not in used and not (set(n.input) <= final)
+            and any(values[out] for out in n.output)]
+
+
+def _batch_first(model, node, data: str, inputs: int, layout: int, path: str) -> bool:
+    """Whether the graph's data input is (B, L, I): the node's own layout, and what the nodes between the input
+    and the node's X do to its axes — found by evaluating them on an input whose axes differ in length and whose
+    values say where they came from."""
+    if node.input[0] == data:
+        return bool(layout)
+    tag = np.arange(2 * 3 * inputs, dtype=np.float32).reshape(2, 3, inputs)
+    (seen,) = _evaluate(model, [node.input[0]], {data: tag})
+    seen = np.asarray(seen)
+    if seen.shape == tag.shape and np.array_equal(seen, tag):
+        swapped = False
+    elif seen.shape == (3, 2, inputs) and np.array_equal(seen, tag.transpose(1, 0, 2)):
+        swapped = True
+    else:
+        raise UserError(f"model file {path!r}: the first recurrent node's X is the data input {data!r} changed by "
+                        "more than a swap of its first two axes: rnnpipe import reads (L, B, I) or (B, L, I)")
+    return swapped != bool(layout)

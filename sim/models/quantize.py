@@ -76,7 +76,7 @@ from sim.models.workload import MAX_SHIFT, Layer, Workload, _gates, _read_npz, s
 
 __all__ = ["TORCH_MODULES", "FloatLayer", "Scales", "QuantizedLayer", "QuantizedRNN", "Error", "parse_state",
            "load_model", "load_calibration", "load_state", "rnn_float", "quantize", "quantize_c", "quantization_error",
-           "save_stacked", "CELL_C_STEP"]
+           "save_stacked", "CELL_C_STEP", "Clipped", "clipping"]
 
 #: the PyTorch module of each cell
 TORCH_MODULES = {"rnn": "nn.RNN", "lstm": "nn.LSTM", "gru": "nn.GRU"}
@@ -255,8 +255,9 @@ def load_model(path) -> tuple[list[FloatLayer], list[str]]:
     return parse_state(arrays)
 
 
-def load_calibration(path, inputs: int) -> np.ndarray:
-    """Calibration inputs from an ``.npy`` file: (L, B, I) real numbers, I matching the model."""
+def load_calibration(path, inputs: int, batch_first: bool = False) -> np.ndarray:
+    """Calibration inputs from an ``.npy`` file, as (L, B, I) real numbers: the file's (L, B, I), or (B, L, I) when
+    ``batch_first`` (PyTorch's ``batch_first=True``), I matching the model."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise UserError(f"calibration file {path!r} does not exist")
@@ -266,10 +267,12 @@ def load_calibration(path, inputs: int) -> np.ndarray:
         raise UserError(f"calibration file {path!r} is not a readable .npy array ({e})") from None
     if not isinstance(x, np.ndarray):
         raise UserError(f"calibration file {path!r} must hold one array (.npy), not an archive")
-    return _check_x(x, inputs, f"calibration file {path!r}")
+    x = _check_x(x, inputs, f"calibration file {path!r}", batch_first)
+    return x.transpose(1, 0, 2) if batch_first else x
 
 
-def load_state(path, layers: list[FloatLayer], batch: int) -> tuple[np.ndarray, np.ndarray | None]:
+def load_state(path, layers: list[FloatLayer], batch: int, steps: int | None = None,
+               batch_first: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """A run's initial state from a file, as PyTorch's modules take it: ``(h0, c0)``, float64 (N, B, H) each,
     c0 None when the file has none (zeros).
 
@@ -277,7 +280,8 @@ def load_state(path, layers: list[FloatLayer], batch: int) -> tuple[np.ndarray, 
     ``torch.save((h0, c0), path)`` (``nn.LSTM``'s) or ``torch.save(h0, path)`` (``nn.GRU``'s, ``nn.RNN``'s, or
     an LSTM's with c0 = 0). Shapes are (N, B, H) with N and H the model's (``layers``) and B ``batch`` (the
     run's inputs'), or (B, H) for a one-layer model. A missing or unreadable file, a c0 for a GRU or Elman model
-    and any other shape raise :class:`UserError` in one line.
+    and any other shape raise :class:`UserError` in one line; when its B is the calibration inputs' ``steps``, the
+    line says the calibration file's layout may be the other one (``batch_first``: the one it was read as).
     """
     path = os.fspath(path)
     what = f"state file {path!r}"
@@ -301,8 +305,9 @@ def load_state(path, layers: list[FloatLayer], batch: int) -> tuple[np.ndarray, 
     if c0 is not None and cell != "lstm":
         raise UserError(f"{what} holds a c0, but the model is an {TORCH_MODULES[cell]}: only an LSTM has a cell "
                         "state; give h0 alone")
-    return _state_array(what, "h0", h0, layers, batch), (None if c0 is None
-                                                         else _state_array(what, "c0", c0, layers, batch))
+    hint = (steps, batch_first)
+    return _state_array(what, "h0", h0, layers, batch, hint), (None if c0 is None
+                                                               else _state_array(what, "c0", c0, layers, batch, hint))
 
 
 def _load_torch_state(path: str) -> tuple[object, object]:
@@ -330,8 +335,10 @@ def _load_torch_state(path: str) -> tuple[object, object]:
     return arrays[0], (arrays[1] if len(arrays) == 2 else None)
 
 
-def _state_array(what: str, name: str, value, layers: list[FloatLayer], batch: int) -> np.ndarray:
-    """h0 or c0 as float64 (N, B, H): the model's N and H, the run's B; (B, H) is one layer's."""
+def _state_array(what: str, name: str, value, layers: list[FloatLayer], batch: int,
+                 hint: tuple[int | None, bool] = (None, False)) -> np.ndarray:
+    """h0 or c0 as float64 (N, B, H): the model's N and H, the run's B; (B, H) is one layer's. ``hint``: the
+    calibration inputs' L and whether they were read batch first, for the error's hint."""
     count, hidden = len(layers), layers[0].hidden
     want = (count, batch, hidden)
     value = np.asarray(value)
@@ -341,15 +348,28 @@ def _state_array(what: str, name: str, value, layers: list[FloatLayer], batch: i
         one = " (or (B, H) for one layer)" if count == 1 else ""
         raise UserError(f"{what}: {name} must have shape {want}{one} (layers × batch × hidden: {count} layer"
                         f"{'s' if count > 1 else ''} and H = {hidden} from the model, B = {batch} from the "
-                        f"calibration inputs), not {tuple(int(n) for n in value.shape)}")
+                        f"calibration inputs), not {tuple(int(n) for n in value.shape)}{_layout_hint(value, hint)}")
     return _real(value, f"{what}: {name}")
 
 
-def _check_x(x, inputs: int, what: str) -> np.ndarray:
+def _layout_hint(value: np.ndarray, hint: tuple[int | None, bool]) -> str:
+    """What an initial state whose batch is the calibration inputs' L says of their layout (read the other way, B
+    would be L)."""
+    steps, batch_first = hint
+    if steps is None or value.ndim < 2 or value.shape[-2] != steps:
+        return ""
+    return (f": its B is the calibration inputs' L = {steps} — if they are (L, B, I), drop --batch-first" if batch_first
+            else f": its B is the calibration inputs' L = {steps} — if they are (B, L, I) (batch_first=True), give "
+            "--batch-first")
+
+
+def _check_x(x, inputs: int, what: str, batch_first: bool = False) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim != 3 or x.shape[0] < 1 or x.shape[1] < 1 or x.shape[2] != inputs:
-        raise UserError(f"{what} must have shape (L, B, {inputs}) (steps × batch × the model's input features, "
-                        f"PyTorch's batch_first=False), not {x.shape}")
+        layout = (f"(B, L, {inputs}) (batch × steps × the model's input features: --batch-first" if batch_first else
+                  f"(L, B, {inputs}) (steps × batch × the model's input features, PyTorch's batch_first=False; "
+                  "--batch-first for (B, L, I)")
+        raise UserError(f"{what} must have shape {layout}), not {x.shape}")
     return _real(x, what)
 
 
@@ -641,6 +661,76 @@ def quantization_error(q: QuantizedRNN, layers: list[FloatLayer], x: np.ndarray,
         d = q.dequantize_h(h, k) - r
         errors.append(Error(float(np.abs(d).max()), float(np.sqrt(np.mean(d * d)))))
     return errors, overflow
+
+
+
+@dataclass(frozen=True)
+class Clipped:
+    """Values a scale cannot hold, clipped to what it can: ``name`` (``x``, ``h0``, ``c0``, ``weight_hh_l0``, …),
+    ``count`` of ``total``, the magnitude ``bound`` the scale holds (``holds`` says whose), and ``rms``, what the
+    clipping alone costs: the float model's top-layer h on the calibration run from the clipped values against it
+    from the given ones (RMS over every step)."""
+
+    name: str
+    count: int
+    total: int
+    bound: float
+    holds: str
+    rms: float
+
+    def describe(self, source: str) -> str:
+        """One line, ``source`` naming where the values came from (``h0 from s.pt``)."""
+        return (f"{source}: {100 * self.count / self.total:.1f} % of its values ({self.count:,} of {self.total:,}) lie "
+                f"beyond ±{self.bound:.4g}, what {self.holds}, and are clipped: that costs RMS {self.rms:.4f} on the "
+                f"calibration run (the float model from the clipped {self.name} against it from the given one)")
+
+
+def _beyond(values: np.ndarray, scale: float, low: int = -QMAX, high: int = QMAX) -> tuple[int, np.ndarray]:
+    """How many of ``values`` round beyond ``low``…``high`` steps of ``scale``, and the values clipped there."""
+    steps = np.rint(np.asarray(values, np.float64) / scale)
+    return int(np.count_nonzero((steps < low) | (steps > high))), np.clip(values, low * scale, high * scale)
+
+
+def clipping(q: QuantizedRNN, layers: list[FloatLayer], x: np.ndarray, h0: np.ndarray | None = None,
+             c0: np.ndarray | None = None) -> list[Clipped]:
+    """Every tensor of the run whose values the chosen scales cannot all hold (:class:`Clipped`, none when every
+    value fits): the calibration inputs ``x`` (L, B, I), the initial state ``h0`` and an LSTM's ``c0`` (N, B, H)
+    and each layer's weights. The quantizer's scales cover x by construction; h's scale is fixed (2^-7) for a cell
+    and at most 1/127 for an Elman cell, and c's int16 in units of 2^-11 (±16), so a state beyond them clips."""
+    ref = rnn_float(layers, x, h0, c0)[-1]
+
+    def cost(layers_=layers, x_=x, h0_=h0, c0_=c0) -> float:
+        d = rnn_float(layers_, x_, h0_, c0_)[-1] - ref
+        return float(np.sqrt(np.mean(d * d)))
+
+    found = []
+    s_x = q.layers[0].scales.x
+    n, clipped = _beyond(x, s_x)
+    if n:
+        found.append(Clipped("x", n, x.size, QMAX * s_x, f"x's int8 holds at its scale {s_x:.4g}", cost(x_=clipped)))
+    if h0 is not None:
+        parts = [_beyond(h0[k], layer.scales.h) for k, layer in enumerate(q.layers)]
+        n = sum(p[0] for p in parts)
+        if n:
+            s_h = q.layers[0].scales.h
+            found.append(Clipped("h0", n, h0.size, QMAX * s_h, f"h's int8 holds at its scale {s_h:.4g}",
+                                 cost(h0_=np.stack([p[1] for p in parts]))))
+    if c0 is not None:
+        info = np.iinfo(np.int16)
+        n, clipped = _beyond(c0, CELL_C_STEP, info.min, info.max)
+        if n:
+            found.append(Clipped("c0", n, c0.size, info.max * CELL_C_STEP,
+                                 "the cell state's int16 holds (units of 2^-11)", cost(c0_=clipped)))
+    for k, (layer, ql) in enumerate(zip(layers, q.layers, strict=True)):
+        for kind in ("weight_ih", "weight_hh"):
+            scale = getattr(ql.scales, kind)
+            n, clipped = _beyond(getattr(layer, kind), scale)
+            if n:
+                changed = [dataclasses.replace(f, **{kind: clipped}) if j == k else f for j, f in enumerate(layers)]
+                found.append(Clipped(f"{kind}_l{k}", n, clipped.size, QMAX * scale,
+                                     f"its int8 holds at the scale {scale:.4g} the accumulator's leaves it",
+                                     cost(layers_=changed)))
+    return found
 
 
 def save_stacked(q: QuantizedRNN, x: np.ndarray, path, h0: np.ndarray | None = None,

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from hdl.config import MAX_MEM_WORDS, MAX_SIZE, MIN_MEM_WORDS, PRESETS, Config, UserError, ceil_div
 from sim.models.layout import plan, region_words
 
-__all__ = ["build_for", "maxima_for"]
+__all__ = ["build_for", "maxima_for", "check_memory"]
 
 
 def _round_up(value: int, step: int) -> int:
@@ -50,6 +50,19 @@ def maxima_for(w, base: Config) -> dict[str, int]:
     return {field: need for field, (_, _, need) in sizes.items()}
 
 
+def check_memory(most: int, mode: str, last_only: bool, steps: int) -> None:
+    """A run of ``most`` words of memory regions no build holds (above ``MAX_MEM_WORDS``) is one UserError saying
+    what would fit: fewer steps, ``--last-only``, a smaller workload."""
+    if most <= MAX_MEM_WORDS:
+        return
+    need = 1 << (most - 1).bit_length()
+    what = "the last step" if last_only or steps == 1 else f"all {steps} steps"
+    hints = (["fewer steps"] if steps > 1 else []) + (["--last-only"] if what.startswith("all") else [])
+    raise UserError(f"workload needs {most} words of memory (mode {mode}, {what} to memory): "
+                    f"mem_words={need}, above the largest build (mem_words ≤ {MAX_MEM_WORDS}); use "
+                    + ", ".join(hints + ["a smaller workload"]).replace(", a smaller", " or a smaller"))
+
+
 def build_for(w, runs: Iterable[tuple[str, bool]] = (("pipelined", False),), base: Config | None = None) -> Config:
     """The build ``w`` runs on: ``base`` (the default preset) if it holds ``w`` for every ``(mode, last_only)`` of
     ``runs``, else ``base`` with the smallest ``max_hidden``, ``max_input``, ``max_batch`` and ``mem_words`` that
@@ -63,13 +76,7 @@ def build_for(w, runs: Iterable[tuple[str, bool]] = (("pipelined", False),), bas
     cfg = base.replace(mem_words=MAX_MEM_WORDS, **maxima_for(w, base))
     words = {(mode, last_only): sum(region_words(cfg, w, last_only, mode).values()) for mode, last_only in runs}
     (mode, last_only), most = max(words.items(), key=lambda kv: kv[1])
-    if most > MAX_MEM_WORDS:
-        need = 1 << (most - 1).bit_length()
-        what = "the last step" if last_only or w.steps == 1 else f"all {w.steps} steps"
-        hints = (["fewer steps"] if w.steps > 1 else []) + (["--last-only"] if what.startswith("all") else [])
-        raise UserError(f"workload needs {most} words of memory (mode {mode}, {what} to memory): "
-                        f"mem_words={need}, above the largest build (mem_words ≤ {MAX_MEM_WORDS}); use "
-                        + ", ".join(hints + ["a smaller workload"]).replace(", a smaller", " or a smaller"))
+    check_memory(most, mode, last_only, w.steps)
     cfg = cfg.replace(mem_words=max(MIN_MEM_WORDS, 1 << (most - 1).bit_length()))
     for mode, last_only in runs:
         plan(cfg, w, last_only, mode)                               # the rule's promise: the build holds it

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sim.flows.rtl import TIMEOUT, RunResult
 from sim.models.golden import report
 
-__all__ = ["summary", "figure_lines", "CLOCK_MHZ", "CLOCK_SOURCE", "row_ends", "result_ends", "sequence_lines",
-           "sizing_lines"]
+__all__ = ["register_file_bytes", "fits_ecp5", "summary", "figure_lines", "CLOCK_MHZ", "CLOCK_SOURCE", "row_ends",
+           "result_ends", "sequence_lines", "sizing_lines"]
 
 #: the clock that turns cycles into time unless ``--clock-mhz`` names another: the default array with the Elman cell
 #: alone as nextpnr routed it on an ECP5-85k, the median of seeds 1-3 (docs/fpga-timing.md)
@@ -140,13 +140,17 @@ def _us(cycles: float, clock_mhz: float) -> str:
     return f"{us / 1000:,.2f} ms" if us >= 10_000 else f"{us:,.1f} µs"
 
 
-def sequence_lines(cycles: int, ends: list[int] | str | None, batch: int, clock_mhz: float, energy_pj: float | None,
-                   source: str, clock_note: str = "") -> list[str]:
+def sequence_lines(cycles: int, ends: list[int] | str | None, batch: int, clock_mhz: float | None,
+                   energy_pj: float | None, source: str, clock_note: str = "") -> list[str]:
     """The figures per sequence (a batch row over every step): its latency from the run's start to its last
     output (``ends``, per row, from ``source``: the model or the hardware trace), sequences per second over the
     whole run (start to done, the weight load included) at ``clock_mhz``, and the run's energy per sequence
-    (``energy_pj`` None: not counted). ``ends`` :data:`NO_TRACE`: a build without the trace."""
-    clock = f"{clock_mhz:g} MHz{f' ({clock_note})' if clock_note else ''}"
+    (``energy_pj`` None: not counted). ``ends`` :data:`NO_TRACE`: a build without the trace. ``clock_mhz`` None:
+    no clock is known (``clock_note`` says why), cycles only."""
+    if clock_mhz is None:
+        clock = f"no clock: {clock_note}"
+    else:
+        clock = f"{clock_mhz:g} MHz{f' ({clock_note})' if clock_note else ''}"
     if ends == NO_TRACE:
         latency = ("latency  not recorded by this build: a board build (--trace off) "
                    "('rnnpipe predict' models it)")
@@ -154,16 +158,22 @@ def sequence_lines(cycles: int, ends: list[int] | str | None, batch: int, clock_
         latency = "latency  per sequence: the trace misses the last step's items (its RAM filled up)"
     else:
         lo, hi = min(ends), max(ends)
-        span = (f"{lo:,} cycles ({_us(lo, clock_mhz)})" if lo == hi else
-                f"{lo:,} to {hi:,} cycles ({_us(lo, clock_mhz)} to {_us(hi, clock_mhz)})")
-        latency = f"latency  {span} from start to a sequence's last output ({source}), at {clock}"
+        if clock_mhz is None:
+            span = f"{lo:,} cycles" if lo == hi else f"{lo:,} to {hi:,} cycles"
+        else:
+            span = (f"{lo:,} cycles ({_us(lo, clock_mhz)})" if lo == hi else
+                    f"{lo:,} to {hi:,} cycles ({_us(lo, clock_mhz)} to {_us(hi, clock_mhz)})")
+        latency = (f"latency  {span} from start to a sequence's last output ({source}), "
+                   + (f"at {clock}" if clock_mhz is not None else clock))
     return [latency, _rate(batch, cycles, clock_mhz, energy_pj)]
 
 
-def _rate(sequences: int, cycles: int, clock_mhz: float, energy_pj: float | None) -> str:
+def _rate(sequences: int, cycles: int, clock_mhz: float | None, energy_pj: float | None) -> str:
+    per = f", {energy_pj / sequences / 1e6:,.3f} µJ per sequence" if energy_pj is not None else ""
+    if clock_mhz is None:
+        return f"rate     {sequences} sequences in {cycles:,} cycles (start to done){per}"
     rate = sequences / (cycles / (clock_mhz * 1e6))
-    return (f"rate     {rate:,.1f} sequences/s ({sequences} in {_us(cycles, clock_mhz)}, start to done)"
-            + (f", {energy_pj / sequences / 1e6:,.3f} µJ per sequence" if energy_pj is not None else ""))
+    return f"rate     {rate:,.1f} sequences/s ({sequences} in {_us(cycles, clock_mhz)}, start to done){per}"
 
 
 def request_lines(requests: list[tuple], batch: int, clock_mhz: float, energy_pj: float | None,
@@ -191,20 +201,30 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
+def register_file_bytes(cfg) -> int:
+    """The bytes of every cluster's register file (the stationary weights; sized for every run, G = S)."""
+    return cfg.tiles_per_cluster * cfg.tile * cfg.tile * cfg.subsets * cfg.clusters
+
+
+def fits_ecp5(cfg) -> bool:
+    """Whether the build's register files fit half an ECP5-85k's block RAM, the part the default clock
+    (:data:`CLOCK_MHZ`) was routed on: the rest holds the memory, the buffers and the trace (the ecp5 build: 172
+    of 208)."""
+    return register_file_bytes(cfg) <= ECP5_85K_RAM // 2
+
+
 def sizing_lines(cfg, memory_words: int, a_words: int) -> list[str]:
     """What a build needs on chip (``needs``) and where that is plausible (``fits``): its register files, which
     hold the weights stationary (sized for every run, G = S: each subset a whole A), and ``memory_words``, the
     run's regions (``a_words`` of them A)."""
-    tile_bytes = cfg.tile * cfg.tile
-    per_cluster = cfg.tiles_per_cluster * tile_bytes
+    per_cluster = cfg.tiles_per_cluster * cfg.tile * cfg.tile
     clusters = cfg.subsets * cfg.clusters
-    total = per_cluster * clusters
+    total = register_file_bytes(cfg)
     words = 1 << max(0, memory_words - 1).bit_length()
     needs = (f"needs    register files {per_cluster:,} B a cluster ({cfg.tiles_per_cluster:,} tiles of "
              f"{cfg.tile}×{cfg.tile} int8), {_bytes(total)} in all {clusters}; memory {memory_words:,} words "
              f"(A {a_words:,}) of {cfg.tile} B: mem_words {words:,}")
-    # half the device's RAM: the rest holds the memory, the buffers and the trace (the ecp5 build: 172 of 208)
-    if total <= ECP5_85K_RAM // 2:
+    if fits_ecp5(cfg):
         where = (f"an FPGA's block RAM: {_bytes(total)} of register files, within half an ECP5-85k's "
                  f"{_bytes(ECP5_85K_RAM)} (its logic: rnnpipe synth)")
     elif total <= LARGEST_FPGA_RAM // 2:
