@@ -571,3 +571,36 @@ def test_fit_only_answers_from_the_memories_before_yosys_when_they_decide(tmp_pa
     assert lines[-1].startswith("fit      ecp5-85k: does not fit: BRAM 518 of 208 (the global memory: 512")
     assert lines[-2].startswith("advice   the on-chip memory") and "yosys    not run" in lines[-3]
     assert main(args) == 0
+
+
+def test_the_area_of_a_unit_is_the_cells_its_registers_and_ports_are_named_by(tmp_path):
+    """`sim.flows.fpga.area`: each cell of the flat netlist in the longest unit path its name starts with (Yosys names
+    a LUT after the flip-flop it feeds), instances folded into their unit, the totals the netlist's own."""
+    import json
+
+    from sim.flows.fpga.area import area_of, unit_of
+    from sim.flows.fpga.yosys import Synthesis
+
+    assert unit_of("\\harness.block.core.subset2.fill$295") == "core.subset*.fill"
+    assert unit_of("harness") == "" and unit_of("harness.block") == "top"
+    assert unit_of("rnnpipe_top.memory.queue10") == "memory.queue*"
+    scopes = ["block", "block.core", "block.core.subset0", "block.core.subset1", "block.core.subset0.fill",
+              "block.core.subset1.fill", "block.memory"]
+    cells = {name: {"type": "$scopeinfo"} for name in scopes}
+    cells.update({
+        "block.core.subset0.fill.busy_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
+        "block.core.subset0.fill.busy_TRELLIS_FF_Q_DI_LUT4_Z": {"type": "LUT4"},
+        "block.core.subset1.fill.count_TRELLIS_FF_Q_DI_CCU2C_S0": {"type": "CCU2C"},
+        "block.core.subset1.o__payload.x_LUT4_Z": {"type": "LUT4"},
+        "block.memory.bank0.0.0": {"type": "DP16KD"},
+        "bits_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
+    })
+    (tmp_path / "top.json").write_text(json.dumps({"modules": {"harness": {"cells": cells}}}))
+    syn = Synthesis(TARGETS["ecp5-85k"], Counter({"LUT4": 2, "CCU2C": 1}), {}, [], json=tmp_path / "top.json")
+    area = area_of(syn)
+    units = {u.unit: u for u in area.units}
+    assert (units["core.subset*.fill"].instances, units["core.subset*.fill"].luts, units["core.subset*.fill"].ffs) \
+        == (2, 3, 1)
+    assert units["core.subset*"].luts == 1 and units["memory"].brams == 1 and units[""].ffs == 1
+    assert area.total("luts") == syn.luts == 4
+    assert "| **total** | | 4 |" in area.table() and area.line().startswith("4 LUT in ")
