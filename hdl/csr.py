@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from hdl.config import Config, UserError
 
 __all__ = ["Register", "EVENTS", "csr_map", "ID_MAGIC", "STATUS_BITS", "FLAG_BITS", "TRAFFIC_KINDS", "memory_clients",
-           "loader_ports", "loader_clients", "counter_names",
+           "loader_ports", "loader_clients", "client_groups", "counter_names",
            "client_writes", "IRQ_BITS", "MEM_BASE_ALIGN", "check_mem_base"]
 #: value of the read-only ID register: ASCII "RNNP"
 ID_MAGIC = 0x524E4E50
@@ -51,6 +51,12 @@ def memory_clients(cfg: Config) -> list[str]:
     :func:`loader_ports`), per-subset fetch and store."""
     return ((["host"] if cfg.bus == "internal" else []) + loader_clients(cfg)
             + [f"fetch{s}" for s in range(cfg.subsets)] + [f"store{s}" for s in range(cfg.subsets)])
+
+
+def client_groups(cfg: Config) -> list[int]:
+    """Each memory client's group, in :func:`memory_clients` order: subset s's fetch and store group s + 1, the
+    host and the loader group 0 — the memory delivers to each group from a copy of its own beside it."""
+    return [int(name[5:]) + 1 if name.startswith(("fetch", "store")) else 0 for name in memory_clients(cfg)]
 
 
 def loader_clients(cfg: Config) -> list[str]:

@@ -12,7 +12,7 @@ from hdl import names
 from hdl.axi import AxiTop
 from hdl.config import Config, UserError
 from hdl.core import Core
-from hdl.csr import csr_map, memory_clients
+from hdl.csr import client_groups, csr_map, memory_clients
 from hdl.memory import GlobalMemory, MemClient, Storage, storage
 from hdl.subset import mem_tag_width
 
@@ -55,7 +55,8 @@ class Top(wiring.Component):
         m = Module()
         m.submodules[names.CORE] = core = Core(cfg)
         clients = memory_clients(cfg)
-        m.submodules[names.MEMORY] = mem = GlobalMemory(cfg, len(clients), mem_tag_width(cfg))
+        m.submodules[names.MEMORY] = mem = GlobalMemory(cfg, len(clients), mem_tag_width(cfg),
+                                                        groups=client_groups(cfg))
         for port, client in zip(core.mem, mem.clients, strict=True):
             connect(m, port, client)
         connect(m, wiring.flipped(self.host_mem), core.host_mem)

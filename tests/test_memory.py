@@ -205,6 +205,26 @@ def test_random_traffic_matches_model(banks, latency, depth):
     simulate(dut, testbench)
 
 
+@pytest.mark.parametrize("latency", [2, 3, 5, 7])
+def test_a_copy_of_the_last_stage_per_group_of_clients_changes_nothing(latency):
+    """Each group of clients (a subset's fetch and store: ``hdl.csr.client_groups``) delivered from a copy of the
+    bank's last stage of its own: the same words, tags and pending to the cycle as one copy for all."""
+    cfg = small_config(2, latency)
+    dut = GlobalMemory(cfg, N_CLIENTS, TAG_WIDTH, groups=[0, 1, 1])
+    rng = random.Random(500 + latency)
+
+    async def testbench(ctx):
+        model = await random_traffic(ctx, dut, cfg, Model(cfg), rng, 200)
+        assert min(model.reads) > 10
+
+    simulate(dut, testbench)
+
+
+def test_the_groups_name_a_group_per_client():
+    with pytest.raises(TypeError, match="a group for each"):
+        GlobalMemory(small_config(1, 2), N_CLIENTS, TAG_WIDTH, groups=[0, 1])
+
+
 @pytest.mark.parametrize("latency", [2, 5])
 def test_a_write_is_visible_to_the_first_read_after_busy_falls(latency):
     # one write, then, the cycle busy falls, a read of the same word by another client: it returns the

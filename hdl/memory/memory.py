@@ -111,7 +111,7 @@ class GlobalMemory(wiring.Component):
     """
 
     def __init__(self, cfg: Config, n_clients: int, tag_width: int, queue_depth: int = TIMING.mem_queue,
-                 slices: int | None = None):
+                 slices: int | None = None, groups: list[int] | None = None):
         if isinstance(n_clients, bool) or not isinstance(n_clients, int) or n_clients < 1:
             raise TypeError(f"Client count must be a positive integer, not {n_clients!r}")
         check_tag_width(tag_width)
@@ -121,6 +121,9 @@ class GlobalMemory(wiring.Component):
             slices = bank_slices(cfg)
         if isinstance(slices, bool) or not isinstance(slices, int) or not 1 <= slices <= cfg.word_bits:
             raise TypeError(f"Slice count must be an integer from 1 to {cfg.word_bits}, not {slices!r}")
+        if groups is not None and len(groups) != n_clients:
+            raise TypeError(f"groups must name a group for each of the {n_clients} clients, not {groups!r}")
+        self._groups = list(groups) if groups is not None else [0] * n_clients
         self._slices = slices
         self._cfg = cfg
         self._n_clients = n_clients
@@ -158,7 +161,9 @@ class GlobalMemory(wiring.Component):
             wiring.connect(m, wiring.flipped(client.req), queue.req)
             queues.append(queue)
         pops = [queue.pop for queue in queues]
-        onehots, delivered, in_flight = [], [], []       # in flight: (valid, client one-hot) of every read stage
+        # in flight: (valid, client one-hot, group or None) of every read stage; delivered: a bank's last stage,
+        # a copy for each group of clients
+        onehots, delivered, in_flight = [], [], []
         for b in range(self.banks):
             onehot, out, flight = self._bank(m, b, queues)
             onehots.append(onehot)
@@ -175,22 +180,24 @@ class GlobalMemory(wiring.Component):
         # delivers to it in any cycle: an AND-OR over the banks, into the client's own last-stage
         # registers when there are three stages or more (the response leaves the memory from registers)
         for c, port in enumerate(self.clients):
-            hits = [client[c] for _valid, client, _tag, _word in delivered]
-            resp = [or_all(hits), *(or_all(Mux(hit, stage[i], 0) for hit, stage in zip(hits, delivered, strict=True))
+            mine = [copies[self._groups[c]] for copies in delivered]
+            hits = [client[c] for _valid, client, _tag, _word in mine]
+            resp = [or_all(hits), *(or_all(Mux(hit, stage[i], 0) for hit, stage in zip(hits, mine, strict=True))
                                     for i in (3, 2))]         # data, tag
             if TIMING.memory(cfg).response:
                 regs = [Signal(name=f"c{c}_resp_valid"),
                         Signal(cfg.word_bits, name=f"c{c}_resp_data", reset_less=True),
                         Signal(self._tag_width, name=f"c{c}_resp_tag", reset_less=True)]
                 m.d.sync += [r.eq(v) for r, v in zip(regs, resp, strict=True)]
-                in_flight.append((regs[0], Const(1 << c, n)))
+                in_flight.append((regs[0], Const(1 << c, n), None))
                 resp = regs
             m.d.comb += [port.resp_valid.eq(resp[0]), port.resp_data.eq(resp[1]), port.resp_tag.eq(resp[2])]
 
         # a port's pending: its queue holds a request, or a read of its is on its way (every stage's valid and
         # one-hot client are registers)
         for c, (port, queue) in enumerate(zip(self.clients, queues, strict=True)):
-            m.d.comb += port.pending.eq(Cat(queue.queued, *(valid & client[c] for valid, client in in_flight)).any())
+            m.d.comb += port.pending.eq(Cat(queue.queued, *(valid & client[c] for valid, client, group in in_flight
+                                                            if group in (None, self._groups[c]))).any())
         m.d.comb += self.busy.eq(Cat(port.pending for port in self.clients).any())
         return m
 
@@ -277,8 +284,13 @@ class GlobalMemory(wiring.Component):
         client = Signal(n, name=f"b{b}_client1")
         m.d.comb += client.eq(Cat(pick[c] & ~heads[c].write for c in range(n)))
         word = None
-        # with three stages or more the last is a register per client (below), each near its client
-        for stage in range(2, stages.last_bank_stage + 1):
+        # with three stages or more the last is a register per client (below), each near its client; the bank's
+        # last stage is a copy for each group of clients (a subset's fetch and store: ``hdl.csr.client_groups``),
+        # beside them (``KEEP``), so the word crosses the chip register to register and the clients' AND-OR is
+        # local
+        last = stages.last_bank_stage
+        copies = sorted(set(self._groups))
+        for stage in range(2, last):
             next_valid = Signal(name=f"b{b}_valid{stage}")
             next_client = Signal(n, name=f"b{b}_client{stage}")
             next_tag = Signal(self._tag_width, name=f"b{b}_tag{stage}", reset_less=True)
@@ -295,7 +307,23 @@ class GlobalMemory(wiring.Component):
                              for k, bits in enumerate(a.bits for a in arrays)]
                 m.d.sync += [r.eq(w) for r, w in zip(next_word, word, strict=True)]
             valid, client, tag, word = next_valid, next_client, next_tag, next_word
-            in_flight.append((valid, client))
-        word = Cat(*word)
-        return arbiter.onehot, (valid, client, tag, word), in_flight
+            in_flight.append((valid, client, None))
+        out = {}
+        for g in copies:
+            at = "" if len(copies) == 1 else f"_g{g}"
+            keep = KEEP if len(copies) > 1 else {}
+            g_valid = Signal(name=f"b{b}_valid{last}{at}", attrs=keep)
+            g_client = Signal(n, name=f"b{b}_client{last}{at}", attrs=keep)
+            g_tag = Signal(self._tag_width, name=f"b{b}_tag{last}{at}", reset_less=True, attrs=keep)
+            m.d.sync += [g_valid.eq(valid), g_client.eq(client), g_tag.eq(tag)]
+            if last == stages.read:
+                g_word = [port.data for port in read_ports]          # the bank's own read register
+            else:
+                g_word = [Signal(len(bits), reset_less=True, attrs=keep,
+                                 name=(f"b{b}_data{last}" if len(arrays) == 1 else f"b{b}_s{k}_data{last}") + at)
+                          for k, bits in enumerate(a.bits for a in arrays)]
+                m.d.sync += [r.eq(w) for r, w in zip(g_word, word, strict=True)]
+            in_flight.append((g_valid, g_client, g if len(copies) > 1 else None))
+            out[g] = (g_valid, g_client, g_tag, Cat(*g_word))
+        return arbiter.onehot, out, in_flight
 

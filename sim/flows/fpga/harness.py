@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.cluster import Cluster
 from hdl.config import Config
+from hdl.csr import client_groups
 from hdl.memory import GlobalMemory
 from hdl.ring import Ring
 from hdl.scheduler import Scheduler
@@ -23,7 +24,8 @@ __all__ = ["BLOCKS", "to_rtlil", "block_harness"]
 #: What ``rnnpipe synth --block`` builds, by :data:`~sim.flows.fpga.blocks.BLOCK_NAMES`: the whole core, or one
 #: of its blocks as the core instantiates it (the subset and the cluster are those of index 0)
 BLOCKS = {"core": top_of, "subset": lambda cfg: Subset(cfg, 0), "cluster": Cluster, "scheduler": Scheduler,
-          "memory": lambda cfg: GlobalMemory(cfg, len(memory_clients(cfg)), mem_tag_width(cfg)), "ring": Ring}
+          "memory": lambda cfg: GlobalMemory(cfg, len(memory_clients(cfg)), mem_tag_width(cfg),
+                                             groups=client_groups(cfg)), "ring": Ring}
 
 
 def to_rtlil(cfg: Config, target: Target, harness: bool = False, block: str = "core") -> str:
