@@ -32,7 +32,7 @@ class Core(wiring.Component):
     Members
     -------
     csr_addr, csr_wdata, csr_we, csr_rdata : CSR bus (read data ``TIMING.csr_read`` cycles after the address).
-    csr_refuse : the write on the bus now is refused (``hdl.host.Host``; STATUS ``refused``, SLVERR on AXI4-Lite).
+    csr_refused : the write on the bus in the cycle before was refused (``hdl.host.Host``; STATUS ``refused``, SLVERR on AXI4-Lite).
     mem : the memory clients' ports, in ``hdl.csr.memory_clients`` order (the client drives the request).
     host_mem : a build with its memory on chip: the host's memory port, passed through to ``mem``'s ``host``
         (counted like every client's).
@@ -52,7 +52,7 @@ class Core(wiring.Component):
             "csr_wdata": In(32),
             "csr_we": In(1),
             "csr_rdata": Out(32),
-            "csr_refuse": Out(1),
+            "csr_refused": Out(1),
             "mem": Out(MemClient(cfg, tag)).array(len(memory_clients(cfg))),
             **({"host_mem": In(MemClient(cfg, tag))} if "host" in memory_clients(cfg) else {}),
             "done": Out(1),
@@ -87,7 +87,7 @@ class Core(wiring.Component):
                          stalls.ring_limit.eq(host.stall_ring)]
         m.d.comb += [host.csr_addr.eq(self.csr_addr), host.csr_wdata.eq(self.csr_wdata),
                      host.csr_we.eq(self.csr_we), self.csr_rdata.eq(host.csr_rdata),
-                     self.csr_refuse.eq(host.csr_refuse),
+                     self.csr_refused.eq(host.csr_refused),
                      sched.start.eq(starting), sched.request.eq(host.request), stalls.start.eq(starting)]
         if "host" in ports:
             throttled(m, self.host_mem, ports["host"], Const(0))

@@ -29,9 +29,9 @@ class Host(wiring.Component):
     start_pending : a CTRL write that starts a run is in the bus register (the cycle before ``start``).
     abort, soft_reset : CTRL's abort and soft reset, pulses as ``start`` (``hdl.quiesce.Quiesce`` carries them out).
     stopping : an abort or soft reset is in progress (CTRL writes are refused meanwhile).
-    csr_refuse : the write on the bus now is refused (combinational, for the AXI4-Lite slave's SLVERR): to a
-        read-only register, a bit outside the register's ``bits``, more than one CTRL bit, START while STATUS shows
-        busy, abort or soft reset while ``stopping``. A refused write changes nothing but ``refused``.
+    csr_refused : the write on the bus in the cycle before was refused (a register: the AXI4-Lite slave's SLVERR):
+        to a read-only register, a bit outside the register's ``bits``, more than one CTRL bit, START while STATUS
+        shows busy, abort or soft reset while one is on its way. A refused write changes nothing but ``refused``.
     refused : a write was refused since the last start taken (or reset): STATUS bit ``refused``.
     lut_we, lut_addr, lut_data, lut_subset : LUT writes (``lut_subset`` s + 1 for subset s only, 0 for all).
     trace_subset, trace_index : the selected trace record.
@@ -56,7 +56,7 @@ class Host(wiring.Component):
             "abort": Out(1),
             "soft_reset": Out(1),
             "stopping": In(1),
-            "csr_refuse": Out(1),
+            "csr_refused": Out(1),
             "refused": Out(1),
             "lut_we": Out(1),
             "lut_addr": Out(9),
@@ -114,14 +114,16 @@ class Host(wiring.Component):
         addr = Signal.like(self.csr_addr, reset_less=True)
         wdata = Signal.like(self.csr_wdata, reset_less=True)
         we = Signal()
-        m.d.sync += [addr.eq(self.csr_addr), wdata.eq(self.csr_wdata), we.eq(self.csr_we & ~self.csr_refuse)]
+        refuse = Signal()                        # the incoming write breaks a rule
+        m.d.sync += [addr.eq(self.csr_addr), wdata.eq(self.csr_wdata), we.eq(self.csr_we & ~refuse),
+                     self.csr_refused.eq(refuse)]
         ctrl = next(reg.offset for reg in self._map if reg.name == "CTRL")
         to_ctrl = we & (addr == ctrl)
         # an abort or soft reset on its way (in the bus register, its pulse) or in progress
         stopping = (self.stopping | self.abort | self.soft_reset
                     | (to_ctrl & (wdata[CTRL_BITS["abort"]] | wdata[CTRL_BITS["soft_reset"]])))
-        self._refuse(m, stopping)
-        with m.If(self.csr_refuse):
+        self._refuse(m, refuse, stopping)
+        with m.If(self.csr_refused):
             m.d.sync += self.refused.eq(1)
         with m.Elif(self.start_pending):
             m.d.sync += self.refused.eq(0)
@@ -183,8 +185,8 @@ class Host(wiring.Component):
                 m.d.sync += self.csr_rdata.eq(0)
         return m
 
-    def _refuse(self, m, stopping):
-        """``csr_refuse``: the incoming write breaks a rule of the map (``hdl.csr.Register.bits``, CTRL's)."""
+    def _refuse(self, m, refuse, stopping):
+        """``refuse``: the incoming write breaks a rule of the map (``hdl.csr.Register.bits``, CTRL's)."""
         data, busy = self.csr_wdata, self.status[STATUS_BITS["busy"]]
         ctrl = data[:len(CTRL_BITS)]
         with m.Switch(self.csr_addr):
@@ -195,4 +197,4 @@ class Host(wiring.Component):
                         stop = data[CTRL_BITS["abort"]] | data[CTRL_BITS["soft_reset"]]
                         bad |= ((ctrl & (ctrl - 1))[:len(ctrl)].any() | ((busy | stopping) & data[CTRL_BITS["start"]])
                                 | (stop & stopping))
-                    m.d.comb += self.csr_refuse.eq(self.csr_we & bad)
+                    m.d.comb += refuse.eq(self.csr_we & bad)

@@ -79,6 +79,12 @@ class HostDriver:
         await FallingEdge(dut.clk)
         dut.csr_we.value = 0
 
+    async def try_write(self, name: str, value: int) -> bool:
+        """A write the core may refuse: whether it was taken (the CSR bus has no answer: STATUS ``refused`` after
+        it says, a bit a start taken clears)."""
+        await self.write(name, value)
+        return not (await self.read("STATUS")) >> STATUS_BITS["refused"] & 1
+
     async def read(self, name: str) -> int:
         dut = self.dut
         await FallingEdge(dut.clk)

@@ -158,7 +158,7 @@ def test_flags_drive_the_request_bits():
 
 def test_misuse_is_refused_with_a_status():
     """A write to a read-only register, a reserved bit, two CTRL bits at once, START while STATUS shows busy, an
-    abort while one is in progress: ``csr_refuse`` in the write's cycle (the AXI4-Lite slave's SLVERR), no pulse,
+    abort while one is in progress: ``csr_refused`` the cycle after the write (the AXI4-Lite slave's SLVERR), no pulse,
     ``refused`` sticky until a start is taken."""
     dut = Host(CFG)
     busy = 1 << STATUS_BITS["busy"]
@@ -177,8 +177,8 @@ def test_misuse_is_refused_with_a_status():
             ctx.set(dut.csr_addr, REGS[name].offset)
             ctx.set(dut.csr_wdata, value)
             ctx.set(dut.csr_we, 1)
-            assert ctx.get(dut.csr_refuse) == refused, (name, status, stopping, value)
             await ctx.tick()
+            assert ctx.get(dut.csr_refused) == refused, (name, status, stopping, value)
             ctx.set(dut.csr_we, 0)
             await ctx.tick()
             pulses = (ctx.get(dut.start), ctx.get(dut.abort), ctx.get(dut.soft_reset))

@@ -58,7 +58,7 @@ class AxiTop(wiring.Component):
             connect(m, port, client)
         m.d.comb += [core.csr_addr.eq(lite.csr_addr), core.csr_wdata.eq(lite.csr_wdata), core.csr_we.eq(lite.csr_we),
                      lite.csr_rdata.eq(core.csr_rdata), master.base.eq(core.mem_base), master.start.eq(core.start),
-                     master.halt.eq(core.halt), lite.csr_refuse.eq(core.csr_refuse),
+                     master.halt.eq(core.halt), lite.csr_refused.eq(core.csr_refused),
                      core.bus_error.eq(master.error), self.irq.eq(core.irq), self.done.eq(core.done),
                      self.busy.eq(core.busy)]
         for prefix, inner, signature in ((LITE, lite.bus, self._lite), (MASTER, master.bus, self._master)):
