@@ -32,7 +32,8 @@ class Core(wiring.Component):
     Members
     -------
     csr_addr, csr_wdata, csr_we, csr_rdata : CSR bus (read data ``TIMING.csr_read`` cycles after the address).
-    csr_refused : the write on the bus in the cycle before was refused (``hdl.host.Host``; STATUS ``refused``, SLVERR on AXI4-Lite).
+    csr_refused : the write on the bus in the cycle before was refused (``hdl.host.Host``; STATUS ``refused``, SLVERR
+        on AXI4-Lite).
     mem : the memory clients' ports, in ``hdl.csr.memory_clients`` order (the client drives the request).
     host_mem : a build with its memory on chip: the host's memory port, passed through to ``mem``'s ``host``
         (counted like every client's).
@@ -70,8 +71,8 @@ class Core(wiring.Component):
         host, sched, ring = Host(cfg), Scheduler(cfg), Ring(cfg)
         subsets = [Subset(cfg, s) for s in range(S)]
         counters, stalls = Counters(cfg), StallGates(cfg, gate_kinds(cfg))
-        run_state = {names.SCHEDULER: sched, names.RING: ring, **{names.subset(s): sub for s, sub in enumerate(subsets)},
-                     "stalls": stalls}
+        run_state = {names.SCHEDULER: sched, names.RING: ring,
+                     **{names.subset(s): sub for s, sub in enumerate(subsets)}, "stalls": stalls}
         m.submodules.host = ResetInserter(quiesce.clear_csrs)(host)
         m.submodules.counters = ResetInserter(quiesce.clear_csrs)(counters)
         for name, block in run_state.items():

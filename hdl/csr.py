@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from hdl.config import Config, UserError
 
-__all__ = ["Register", "EVENTS", "csr_map", "ID_MAGIC", "STATUS_BITS", "CTRL_BITS", "FLAG_BITS", "TRAFFIC_KINDS", "memory_clients",
+__all__ = ["Register", "EVENTS", "csr_map", "ID_MAGIC", "STATUS_BITS", "CTRL_BITS", "FLAG_BITS", "TRAFFIC_KINDS",
+           "memory_clients",
            "loader_ports", "loader_clients", "counter_names",
            "client_writes", "IRQ_BITS", "MEM_BASE_ALIGN", "check_mem_base"]
 #: value of the read-only ID register: ASCII "RNNP"

@@ -16,11 +16,12 @@ class AxiLiteSlave(wiring.Component):
     """Serves the CSR map on AXI4-Lite, one transaction at a time (a write when both its address and data are
     valid, before a read offered in the same cycle).
 
-    A write puts ``csr_we`` high for one cycle and answers OKAY on B two cycles after (the host's verdict between); a read presents the index on
-    the CSR bus and answers on R with ``csr_rdata`` ``TIMING.csr_read`` cycles later (the host's read stages). An
-    address past the map, or a write whose strobes are not all four bytes (the registers are 32-bit, a partial
-    write would be silently widened), answers SLVERR and touches nothing; so does a write the host refuses
-    (``csr_refused``: a read-only register, a reserved bit, START while busy). ``awprot`` / ``arprot`` are ignored.
+    A write puts ``csr_we`` high for one cycle and answers OKAY on B two cycles after (the host's verdict between);
+    a read presents the index on the CSR bus and answers on R with ``csr_rdata`` ``TIMING.csr_read`` cycles later
+    (the host's read stages). An address past the map, or a write whose strobes are not all four bytes (the
+    registers are 32-bit, a partial write would be silently widened), answers SLVERR and touches nothing; so does a
+    write the host refuses (``csr_refused``: a read-only register, a reserved bit, START while busy). ``awprot`` /
+    ``arprot`` are ignored.
 
     Members
     -------
