@@ -39,7 +39,7 @@ extern const rnnpipe_prog tiny;
 static uint8_t mem[RNNPIPE_MEM_WORDS * RNNPIPE_WORD_BYTES];
 static struct { char op; unsigned long offset, value; } entries[1 << 14];
 static size_t logged, busy_reads = 2;
-static int started, never_done, run_error;
+static int started, never_done, run_error, aborted;
 
 static void note(char op, unsigned long offset, unsigned long value)
 {
@@ -58,6 +58,8 @@ uint32_t fake_read32(uint32_t offset)
             value = RNNPIPE_STATUS_BUSY;
         } else {
             value = RNNPIPE_STATUS_DONE;
+            if (aborted)
+                value |= RNNPIPE_STATUS_ERROR | (RNNPIPE_ERROR_ABORTED << RNNPIPE_STATUS_ERROR_CODE_SHIFT);
             if (run_error)
                 value |= RNNPIPE_STATUS_ERROR | (RNNPIPE_ERROR_BUS << RNNPIPE_STATUS_ERROR_CODE_SHIFT);
         }
@@ -70,6 +72,10 @@ void fake_write32(uint32_t offset, uint32_t value)
 {
     size_t b;
     note('w', offset, value);
+    if (offset == RNNPIPE_REG_CTRL && (value & RNNPIPE_CTRL_ABORT) != 0u) {
+        aborted = started = 1;
+        busy_reads = 2;
+    }
     if (offset == RNNPIPE_REG_CTRL && (value & RNNPIPE_CTRL_START) != 0u) {
         started = 1;
         for (b = 0; b < (size_t)tiny.out_words * RNNPIPE_WORD_BYTES; b++)
@@ -96,7 +102,14 @@ int main(int argc, char **argv)
     if (strcmp(mode, "timeout") == 0) { never_done = 1; dev.poll_limit = 5u; }
     if (strcmp(mode, "align") == 0) dev.mem_base += 4u;
     if (strcmp(mode, "error") == 0) run_error = 1;
-    ret = rnnpipe_run(&dev, &tiny, &res);
+    if (strcmp(mode, "messages") == 0) {
+        for (i = 0; i < 17u; i++)
+            printf("message %lu %s\n", (unsigned long)i, rnnpipe_error_message((uint32_t)i));
+        for (ret = 1; ret >= -6; ret--)
+            printf("driver %d %s\n", ret, rnnpipe_driver_message(ret));
+        return 0;
+    }
+    ret = strcmp(mode, "abort") == 0 ? rnnpipe_abort(&dev) : rnnpipe_run(&dev, &tiny, &res);
     for (i = 0; i < logged && i < sizeof entries / sizeof entries[0]; i++)
         printf("%c %lu %lu\n", entries[i].op, entries[i].offset, entries[i].value);
     printf("ret %d\nerror %lu\n", ret, (unsigned long)res.error);
@@ -194,9 +207,12 @@ def fake_run(written, tmp_path_factory):
 
     def run(mode: str) -> dict:
         proc = subprocess.run([str(exe), mode], capture_output=True, text=True, check=True)
-        got = {"log": [], "steps": [], "counters": {}, "images": {}}
+        got = {"log": [], "steps": [], "counters": {}, "images": {}, "messages": {}}
         for line in proc.stdout.splitlines():
             key, *rest = line.split()
+            if key in ("message", "driver"):
+                got["messages"][key, int(rest[0])] = line.split(" ", 2)[2]
+                continue
             if key in OPS:
                 offset, value = int(rest[0]), int(rest[1])
                 got["log"].append((OPS[key], offset if key != "i" else 0, None if key in "ri" else value))
@@ -319,3 +335,26 @@ def test_program_source_refuses_what_is_not_c_or_not_this_build():
         driver_header(PRESETS["small"])
     with pytest.raises(UserError, match="STALL_SEED"):
         program_source(CFG, [*program, Write("STALL_SEED", 1)], "run", lay)
+
+
+def test_abort_writes_ctrl_abort_polls_until_aborted_and_clears_the_interrupt(fake_run):
+    got = fake_run("abort")
+    regs = {r.name: 4 * r.offset for r in csr_map(CFG)}
+    assert got["ret"] == DRIVER_ERRORS["OK"][0]
+    assert got["log"] == [("write", regs["CTRL"], 2), *[("read", regs["STATUS"], None)] * 3,
+                          ("write", regs["IRQ_STATUS"], 1 << IRQ_BITS["ended"])]
+
+
+def test_every_error_code_has_its_message(fake_run):
+    """rnnpipe_error_message for every hdl.scheduler.Error (its name, then what it means), rnnpipe_driver_message
+    for every driver code; anything else says it is unknown."""
+    messages = fake_run("messages")["messages"]
+    for code in range(17):
+        text = messages["message", code]
+        if code in {e.value for e in Error}:
+            assert text.startswith(f"{Error(code).name}: ") and len(text) > len(Error(code).name) + 5, text
+        else:
+            assert text == "unknown error code"
+    for name, (code, _) in DRIVER_ERRORS.items():
+        assert messages["driver", code].startswith(f"{name}: ")
+    assert messages["driver", 1] == "unknown driver code"

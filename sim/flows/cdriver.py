@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from hdl.config import Config, UserError
 from hdl.csr import IRQ_BITS, counter_names, csr_map
-from sim.flows.csrdoc import PREFIX
+from sim.flows.csrdoc import PREFIX, error_codes
 from sim.models.layout import Layout
 from sim.models.program import RUN_SEQUENCE, Load, Write
 
@@ -320,7 +320,19 @@ extern const char *const rnnpipe_counter_names[RNNPIPE_COUNTERS];""",
                             "step's error or RNNPIPE_OK."),
               "int rnnpipe_run(rnnpipe_dev *dev, const rnnpipe_prog *prog, rnnpipe_result *res);",
               "/* ID reads RNNPIPE_ID_MAGIC: the core answers at dev->regs. */",
-              "int rnnpipe_probe(rnnpipe_dev *dev);", "", "#endif /* RNNPIPE_DRIVER_H */", ""]
+              "int rnnpipe_probe(rnnpipe_dev *dev);",
+              *_comment("CTRL abort: the core sends nothing new, lets the bus finish what it began, then the run "
+                        "ends in error ABORTED with the interrupt (cleared here). Polls STATUS at most dev->poll_limit "
+                        "times; RNNPIPE_OK once it shows ABORTED, else RNNPIPE_ERR_TIMEOUT."),
+              "int rnnpipe_abort(rnnpipe_dev *dev);",
+              *_comment("CTRL soft reset: the same drain, then every register and all state as after rst (MEM_BASE, "
+                        "IRQ_ENABLE and the LUTs' programming are gone: program again). RNNPIPE_OK once STATUS reads "
+                        "0, else RNNPIPE_ERR_TIMEOUT."),
+              "int rnnpipe_soft_reset(rnnpipe_dev *dev);",
+              "/* What a run's error code (rnnpipe_result.error, RNNPIPE_ERROR_*) means, or \"unknown error code\" */",
+              "const char *rnnpipe_error_message(uint32_t code);",
+              "/* What a driver return code (RNNPIPE_OK, RNNPIPE_ERR_*) means; \"unknown driver code\" else. */",
+              "const char *rnnpipe_driver_message(int err);", "", "#endif /* RNNPIPE_DRIVER_H */", ""]
     return "\n".join(lines)
 
 
@@ -365,8 +377,55 @@ int rnnpipe_probe(rnnpipe_dev *dev)
 {
     return RNNPIPE_READ32(dev, RNNPIPE_REG_ID) == RNNPIPE_ID_MAGIC ? RNNPIPE_OK : RNNPIPE_ERR_ID;
 }
-"""]
+
+/* write CTRL bit `request`, then poll STATUS until it shows `want` (under `mask`) and not busy */
+static int rnnpipe_stop_(rnnpipe_dev *dev, uint32_t request, uint32_t mask, uint32_t want)
+{
+    uint32_t n, status, limit = dev->poll_limit != 0u ? dev->poll_limit : RNNPIPE_POLL_LIMIT;
+    RNNPIPE_WRITE32(dev, RNNPIPE_REG_CTRL, request);
+    for (n = 0; n < limit; n++) {
+        status = RNNPIPE_READ32(dev, RNNPIPE_REG_STATUS);
+        if ((status & RNNPIPE_STATUS_BUSY) != 0u)
+            continue;
+        if ((status & mask) == want)
+            return RNNPIPE_OK;
+    }
+    return RNNPIPE_ERR_TIMEOUT;
+}
+
+int rnnpipe_abort(rnnpipe_dev *dev)
+{
+    uint32_t mask = RNNPIPE_STATUS_DONE | RNNPIPE_STATUS_ERROR
+        | (RNNPIPE_STATUS_ERROR_CODE_MASK << RNNPIPE_STATUS_ERROR_CODE_SHIFT);
+    int err = rnnpipe_stop_(dev, RNNPIPE_CTRL_ABORT, mask, RNNPIPE_STATUS_DONE | RNNPIPE_STATUS_ERROR
+                            | (RNNPIPE_ERROR_ABORTED << RNNPIPE_STATUS_ERROR_CODE_SHIFT));
+    if (err == RNNPIPE_OK)
+        RNNPIPE_WRITE32(dev, RNNPIPE_REG_IRQ_STATUS, RNNPIPE_IRQ_ENDED);
+    return err;
+}
+
+int rnnpipe_soft_reset(rnnpipe_dev *dev)
+{
+    return rnnpipe_stop_(dev, RNNPIPE_CTRL_SOFT_RESET, 0xFFFFFFFFu, 0u);
+}
+""", *_messages()]
     return "\n".join(lines)
+
+
+def _c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _messages() -> list[str]:
+    """``rnnpipe_error_message`` (every hdl.scheduler.Error, its comment in check.py: ``csrdoc.error_codes``) and
+    ``rnnpipe_driver_message`` (:data:`DRIVER_ERRORS`)."""
+    lines = ["const char *rnnpipe_error_message(uint32_t code)", "{", "    switch (code) {"]
+    lines += [f"    case {code}u: return {_c_string(f'{name}: {doc}')};" for name, code, doc in error_codes()]
+    lines += ['    default: return "unknown error code";', "    }", "}", "",
+              "const char *rnnpipe_driver_message(int err)", "{", "    switch (err) {"]
+    lines += [f"    case {code}: return {_c_string(f'{name}: {doc}')};" for name, (code, doc) in DRIVER_ERRORS.items()]
+    lines += ['    default: return "unknown driver code";', "    }", "}", ""]
+    return lines
 
 
 # ---- a workload's program ---------------------------------------------------------------------------------------
