@@ -145,8 +145,10 @@ async def one_run(host: HostDriver, cfg: Config, run: dict, cover=None, state=No
             cover(cfg, run, w, lay, error=status.error, overflow=status.overflow, counters=counters)
         if bus_fault:
             # the run ended mid-work: the core's blocks stand where the bus left them, as after a watchdog. The
-            # host resets the core (and the bus with it) before the next run, as the C driver's user is told to
-            await host.reset()
+            # memory comes back (a silent one answers again), and the host recovers the core without the pin: a soft
+            # reset drains what the bus still owes, then clears the core
+            host.back_pressure(None)
+            await host.soft_reset()
         if status.error != Error[expect_error]:
             return f"expected error {expect_error}, got status {status}", None
         if not untouched:

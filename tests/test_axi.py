@@ -70,7 +70,8 @@ def test_the_axi_top_is_bit_exact_under_back_pressure(name):
 def test_bus_errors_and_a_silent_memory_end_the_run_never_hang():
     """SLVERR on the run's first A read and on its first output write: error BUS, well within the watchdog's
     time, the interrupt raised (the bench waits for it); a memory that never answers a read, or a write: the
-    watchdog's error. After each the host resets the core and the next run is bit-exact."""
+    watchdog's error. After each the host recovers the core with a soft reset (no ``rst``: the silent memory answers
+    again, the drain takes what it owes) and the next run is bit-exact."""
     cfg = axi("s2k1t4")
     w = random_workload(16, 8, 8, 5, 3)
     faults = [({"bus_error": "read"}, "BUS"), ({"bus_error": "write"}, "BUS"),
