@@ -101,8 +101,9 @@ async def one_run(host: HostDriver, cfg: Config, run: dict, cover=None, state=No
     bus_error, bus_hang = run.get("bus_error"), run.get("bus_hang")
     if cfg.bus == "axi":
         host.steps = []
-        host.back_pressure(run.get("pause"))
-        host.fail(bus_error, lay.base_a if bus_error == "read" else lay.base_out)
+        host.back_pressure(run.get("pause"), run.get("pause_share", 0.3))
+        # the word of the A region (a read) or of the output (a write) that fails, its first by default
+        host.fail(bus_error, (lay.base_a if bus_error == "read" else lay.base_out) + run.get("bus_error_word", 0))
         host.hang(bus_hang)
     load_ns = get_sim_time("ns")                      # the host's load (no time through the backdoor)
     await host.execute(program)

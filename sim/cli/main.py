@@ -69,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_args(q, default="small", chooses=True)
     q.set_defaults(handler="sim.cli.cosim:cmd_cosim")
 
+    q = sub.add_parser("faults", help="the fault campaign: random aborts, soft resets, bus errors, stalls and "
+                                      "watchdog trips in random runs, each followed by a clean run checked bit-exact")
+    q.add_argument("--cases", type=positive, default=100, help="cases (default 100)")
+    q.add_argument("--seed", type=non_negative, default=2026, help="the campaign's seed")
+    add_config_args(q, default="small")
+    q.set_defaults(handler="sim.cli.faults:cmd_faults")
+
     q = sub.add_parser("golden", help="run the numpy golden model on a workload")
     q.add_argument("--workload", required=True, help="workload .npz")
     q.add_argument("--out", help="write the result .npz here")
