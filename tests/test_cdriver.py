@@ -358,3 +358,94 @@ def test_every_error_code_has_its_message(fake_run):
     for name, (code, _) in DRIVER_ERRORS.items():
         assert messages["driver", code].startswith(f"{name}: ")
     assert messages["driver", 1] == "unknown driver code"
+
+
+PACK_MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "rnnpipe_driver.h"
+
+extern const rnnpipe_layout lay;
+static uint8_t mem[RNNPIPE_MEM_WORDS * RNNPIPE_WORD_BYTES];
+
+static void *slurp(const char *path, size_t bytes)
+{
+    uint8_t *data = calloc(bytes + 1, 1);
+    FILE *f = fopen(path, "rb");
+    if (f != NULL) { if (fread(data, 1, bytes, f) != bytes) exit(3); fclose(f); }
+    return data;
+}
+
+static void spill(const char *path, const void *data, size_t bytes)
+{
+    FILE *f = fopen(path, "wb");
+    fwrite(data, 1, bytes, f);
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    rnnpipe_dev dev = {NULL, mem, sizeof mem, 0u, NULL, 0u, NULL};
+    size_t state = (size_t)lay.layers * lay.batch * lay.hidden;
+    size_t out = (size_t)lay.out_steps * lay.batch * lay.hidden;
+    uint8_t *words;
+    int8_t *h, *h_n;
+    int16_t *c_n;
+    (void)argc;
+    /* pack: argv h0, x, c0 files; the memory out */
+    if (rnnpipe_pack_inputs(&dev, &lay, slurp(argv[1], state),
+                            slurp(argv[2], (size_t)lay.steps * lay.batch * lay.input), slurp(argv[3], 2 * state))
+        != RNNPIPE_OK)
+        return 4;
+    spill(argv[4], mem, sizeof mem);
+    /* unpack: the words read back from argv[5]; h, h_n, c_n out */
+    words = slurp(argv[5], (size_t)lay.read_words * RNNPIPE_WORD_BYTES);
+    h = malloc(out + 1); h_n = malloc(state + 1); c_n = malloc(2 * state + 2);
+    rnnpipe_unpack_outputs(&lay, words, h, h_n, c_n);
+    spill(argv[6], h, out);
+    spill(argv[7], h_n, state);
+    spill(argv[8], c_n, 2 * state);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+@pytest.mark.parametrize(("cell", "layers", "last_only"), [("lstm", 1, False), ("gru", 1, True), ("rnn", 2, False)])
+def test_the_c_packer_writes_the_python_packers_bytes_and_unpacks_as_the_layout(written, tmp_path, cell, layers,
+                                                                               last_only):
+    """``rnnpipe_pack_inputs`` writes h0, x and c0 byte for byte where ``sim.models.layout.pack`` does (padding
+    zero); ``rnnpipe_unpack_outputs`` reads random result words as ``unpack_output`` / ``unpack_state`` do."""
+    import numpy as np
+
+    from sim.flows.cdriver import layout_source
+    from sim.models.layout import pack, unpack_output, unpack_state
+
+    cfg = CFG
+    w = random_workload(7, 0 if layers > 1 else 5, 3, 3, seed=9, cell=cell, c0=cell == "lstm", layers=layers)
+    lay = plan(cfg, w, last_only)
+    folder = written.parent
+    (tmp_path / "main.c").write_text(PACK_MAIN)
+    (tmp_path / "lay.c").write_text(layout_source(w, lay, "lay"))
+    exe = compile_c([tmp_path / "main.c", folder / "rnnpipe_driver.c", tmp_path / "lay.c"], tmp_path / "pack",
+                    f"-I{folder}")
+    h0 = np.stack([layer.h0 for layer in [w, *w.upper]]).astype(np.int8)
+    (tmp_path / "h0").write_bytes(h0.tobytes())
+    (tmp_path / "x").write_bytes(np.asarray(w.x, np.int8).tobytes() if w.input else b"")
+    if w.c0 is not None:
+        (tmp_path / "c0").write_bytes(np.asarray(w.c0, "<i2").tobytes())
+    rng = np.random.default_rng(5)
+    words = rng.integers(0, 256, (lay.read_words, cfg.tile), dtype=np.uint8)
+    (tmp_path / "words").write_bytes(words.tobytes())
+    args = [str(tmp_path / n) for n in ("h0", "x", "c0", "mem", "words", "h", "h_n", "c_n")]
+    subprocess.run([str(exe), *args], check=True)
+    mem = np.frombuffer((tmp_path / "mem").read_bytes(), np.uint8).reshape(-1, cfg.tile)
+    image = pack(cfg, w, lay)
+    regions = [lay.base_h0] + ([lay.base_x] if w.input else []) + ([lay.base_c0] if lay.state_in else [])
+    for base in regions:
+        assert np.array_equal(mem[base:base + len(image[base])], image[base]), f"the region at word {base}"
+    h, (h_n, c_n) = unpack_output(cfg, w, lay, words), unpack_state(cfg, w, lay, words)
+    assert np.array_equal(np.frombuffer((tmp_path / "h").read_bytes(), np.int8).reshape(h.shape), h)
+    assert np.array_equal(np.frombuffer((tmp_path / "h_n").read_bytes(), np.int8).reshape(h_n.shape), h_n)
+    if c_n is not None:
+        assert np.array_equal(np.frombuffer((tmp_path / "c_n").read_bytes(), "<i2").reshape(c_n.shape), c_n)
