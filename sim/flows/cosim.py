@@ -26,8 +26,9 @@ from hdl.csr import STATUS_BITS, csr_map
 from hdl.names import TOP
 from sim.flows.cdriver import driver_header, driver_source
 from sim.flows.csrdoc import csr_header
+from sim.flows.native import verilate_main
 from sim.flows.rtl import _locked, build_model, build_root, timeout_cycles
-from sim.flows.verilator import opt_level, verilator_bin, verilator_env
+from sim.flows.verilator import opt_level
 from sim.models.golden import Mismatch, score
 from sim.models.layout import plan, unpack_output, unpack_state
 from sim.models.program import Load, Write, run_program
@@ -79,14 +80,7 @@ def build_cosim(cfg: Config) -> Path:
                               capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"the driver did not compile with {cc}:\n{done.stderr[-2000:]}")
-        cmd = [str(verilator_bin()), "--cc", "--exe", "--build", "-j", "2", "--top-module", TOP, "-Mdir", str(bdir),
-               "-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0",
-               "-CFLAGS", f"-I{bdir}", str(verilog), str(_MAIN), str(driver)]
-        with verilator_env():
-            done = subprocess.run(cmd, capture_output=True, text=True)
-        (bdir / "build.log").write_text(done.stdout + done.stderr)
-        if done.returncode:
-            raise RuntimeError(f"the cosim harness did not build (see {bdir / 'build.log'})")
+        verilate_main(bdir, [verilog, _MAIN, driver], "the cosim harness", "-CFLAGS", f"-I{bdir}")
         stamp.write_text(key)
     return exe
 
