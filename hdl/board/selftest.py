@@ -185,10 +185,8 @@ class SelfTest(wiring.Component):
                     m.next = "over"
             with m.State("over"):
                 m.d.comb += self.finished.eq(1)
-        over = Signal()
-        m.d.sync += over.eq(over | self.finished)
         m.d.comb += [self.passed.eq(self.finished & passed)]
         leds = self.leds
-        m.d.comb += [leds[LED_BITS["pass"]].eq(over & passed), leds[LED_BITS["fail"]].eq(over & ~passed),
+        m.d.comb += [leds[LED_BITS["pass"]].eq(self.passed), leds[LED_BITS["fail"]].eq(self.finished & ~passed),
                      leds[LED_BITS["running"]].eq(running), leds[LED_BITS["error"]].eq((error != 0) | timed_out)]
         return m

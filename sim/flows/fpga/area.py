@@ -91,10 +91,6 @@ class Area:
     def total(self, key: str) -> float:
         return sum(getattr(u, key) for u in self.units)
 
-    def of(self, prefix: str, key: str = "luts") -> float:
-        """A unit and everything below it (``core.subset*``: the subsets whole)."""
-        return sum(getattr(u, key) for u in self.units if u.unit == prefix or u.unit.startswith(prefix + "."))
-
     def table(self) -> str:
         """Markdown: a row a unit (its own cells, its instances summed), then the total."""
         t = self.target
@@ -149,14 +145,11 @@ def area_of(syn: Synthesis) -> Area:
                 scope = name[:at]
                 break
         counts[unit_of(scope) if scope else ""][cell["type"]] += 1
-    halves = target.half_bram_cells
 
     def row(unit: str) -> UnitArea:
         c = counts[unit]
-        return UnitArea(unit, instances[unit], sum(c[k] * n for k, n in target.lut_cells.items()),
-                        sum(n for k, n in c.items() if k.startswith(target.ff_prefix)),
-                        sum(c[k] for k in target.dsp_cells),
-                        sum(c[k] for k in target.bram_cells) + sum(c[k] for k in halves) / 2)
+        return UnitArea(unit, instances[unit], target.luts_of(c), target.ffs_of(c), target.dsps_of(c),
+                        target.brams_of(c))
 
     return Area(target, [row(u) for u in sorted(counts, key=_hierarchy_key)], syn)
 
@@ -164,9 +157,3 @@ def area_of(syn: Synthesis) -> Area:
 def _hierarchy_key(unit: str) -> tuple:
     """Parents before their children, siblings in name order."""
     return tuple(unit.split(".")) if unit else ()
-
-
-def write_area(path: Path, label: str, area: Area) -> None:
-    """``reports/area-<config>.md``: the table."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"# Area by unit — {label} ({area.target.name})\n\n{area.line()}\n\n{area.table()}\n")

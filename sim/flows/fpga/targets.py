@@ -55,6 +55,20 @@ class Target:
     # how a verdict names the resources (the device family's own words)
     labels: dict[str, str] = field(default_factory=lambda: {k: k for k in ("LUT", "FF", "DSP", "BRAM")})
 
+    # what a netlist's cells (cell type → count) take of the device: the one rule for the whole design and a unit
+    def luts_of(self, cells) -> int:
+        return sum(cells.get(c, 0) * n for c, n in self.lut_cells.items())
+
+    def ffs_of(self, cells) -> int:
+        return sum(n for c, n in cells.items() if c.startswith(self.ff_prefix))
+
+    def dsps_of(self, cells) -> int:
+        return sum(cells.get(c, 0) for c in self.dsp_cells)
+
+    def brams_of(self, cells) -> float:
+        """Block RAM sites, a half block (a RAMB18) as 0.5."""
+        return sum(cells.get(c, 0) for c in self.bram_cells) + sum(cells.get(c, 0) for c in self.half_bram_cells) / 2
+
 
 _ECP5_85K_COLUMNS = (4, 13, 22, 31, 40, 49, 58, 69, 78, 87, 96, 105, 114)
 

@@ -5,6 +5,7 @@ DSPs, and read/write collisions made don't-care on the memories of :data:`COLLIS
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections import Counter
@@ -49,20 +50,19 @@ class Synthesis:
 
     @property
     def luts(self) -> int:
-        return sum(self.cells[c] * n for c, n in self.target.lut_cells.items())
+        return self.target.luts_of(self.cells)
 
     @property
     def ffs(self) -> int:
-        return sum(n for c, n in self.cells.items() if c.startswith(self.target.ff_prefix))
+        return self.target.ffs_of(self.cells)
 
     @property
     def dsps(self) -> int:
-        return sum(self.cells[c] for c in self.target.dsp_cells)
+        return self.target.dsps_of(self.cells)
 
     @property
     def brams(self) -> int:
-        halves = sum(self.cells[c] for c in self.target.half_bram_cells)
-        return sum(self.cells[c] for c in self.target.bram_cells) + -(-halves // 2)
+        return math.ceil(self.target.brams_of(self.cells))             # an odd half block takes a whole site
 
     @property
     def lutram(self) -> int:
