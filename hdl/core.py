@@ -3,7 +3,6 @@ but the memory. Its memory side is its memory clients' ports (``hdl.csr.memory_c
 memory: ``hdl.top.Top`` to the global memory on chip, ``hdl.axi.AxiTop`` to an AXI4 master."""
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -73,10 +72,13 @@ class Core(wiring.Component):
         counters, stalls = Counters(cfg), StallGates(cfg, gate_kinds(cfg))
         run_state = {names.SCHEDULER: sched, names.RING: ring,
                      **{names.subset(s): sub for s, sub in enumerate(subsets)}, "stalls": stalls}
+        # the registers and counters reset with a soft reset, the run's state with an abort too: two domains whose
+        # resets are on the global network
+        csrs, run = cleared(m, quiesce.clear_csrs, "csrs"), cleared(m, quiesce.clear, "run")
         for name, block in {"host": host, "counters": counters}.items():
-            m.submodules[name] = ResetInserter(cleared(m, quiesce.clear_csrs, name))(block)
+            m.submodules[name] = csrs(block)
         for name, block in run_state.items():
-            m.submodules[name] = ResetInserter(cleared(m, quiesce.clear, name))(block)
+            m.submodules[name] = run(block)
         clients = memory_clients(cfg)
         ports = dict(zip(clients, self.mem, strict=True))
         halt = quiesce.halt

@@ -1,10 +1,11 @@
 """ABORT and SOFT_RESET: the memory side drained, then the run's state cleared, without the ``rst`` pin."""
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, ClockDomain, ClockSignal, Module, Signal
+from amaranth.hdl import DomainRenamer
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.timing import TIMING, relay
+from hdl.timing import TIMING, GlobalBuffer
 
 __all__ = ["Quiesce", "cleared"]
 
@@ -22,9 +23,9 @@ class Quiesce(wiring.Component):
     start meanwhile. ``clear`` comes at the earliest two cycles after the request and exactly one cycle after the
     first cycle of ``drain`` that sees ``drained`` (the bound of ``tests/proofs/quiesce.py``).
 
-    Each block takes ``clear`` through relays of its own (``TIMING.clear`` registers beside it: one net to every
-    flip-flop of the chip was a routed build's slowest path), so ``halt`` stays high those cycles after ``clear``
-    — nothing is asked of the memory before every block has been reset — and ``aborted`` comes the cycle after.
+    The blocks take ``clear`` as the reset of a domain of their own (:func:`cleared`: ``TIMING.clear`` registers,
+    then the global network), so ``halt`` stays high those cycles after ``clear`` — nothing is asked of the memory
+    before every block has been reset — and ``aborted`` comes the cycle after.
 
     Members
     -------
@@ -78,7 +79,21 @@ class Quiesce(wiring.Component):
         return m
 
 
-def cleared(m: Module, clear, block: str):
-    """``clear`` as the block ``block`` takes it: from ``TIMING.clear`` relays of its own, beside it (the cycles
-    :class:`Quiesce` holds ``halt`` after ``clear``)."""
-    return relay(m, clear, name=f"{block}_clear", reset_less=False, stages=TIMING.clear)
+def cleared(m: Module, clear, domain: str) -> DomainRenamer:
+    """A clock domain ``domain`` (the ``sync`` clock) whose reset is ``rst`` or ``clear``, ``TIMING.clear`` cycles
+    later — the cycles :class:`Quiesce` holds ``halt`` after ``clear`` —, and what puts a block in it (the
+    blocks it resets: ``cleared(m, clear, "run")(block)``).
+
+    The reset is one register (``rst`` holds it high, a ``clear`` raises it for a cycle) on the device's global
+    network (:class:`~hdl.timing.GlobalBuffer`): every flip-flop of the block takes it from there, where a reset
+    inserted beside the domain's (``ResetInserter``) made each flip-flop's reset ``rst | clear`` — a LUT of the
+    fabric driving 1,800 to 2,000 flip-flops a subset, six such nets that congested the routed ``ecp5`` build.
+    ``rst`` reaches the block one cycle after it reaches the ``sync`` domain."""
+    assert TIMING.clear == 1, "one register from clear to the domain's reset"
+    held = Signal(init=1, name=f"{domain}_reset")
+    m.d.sync += held.eq(clear)
+    cd = ClockDomain(domain, local=True)
+    m.domains += cd
+    m.submodules[f"{domain}_reset_buffer"] = buffer = GlobalBuffer()
+    m.d.comb += [cd.clk.eq(ClockSignal("sync")), buffer.i.eq(held), cd.rst.eq(buffer.o)]
+    return DomainRenamer(domain)

@@ -7,7 +7,8 @@ never re-derives a latency. The helpers here insert those registers:
 - :func:`delay_line` — a value 1 … n cycles later, beside the datapath it travels with;
 - :func:`relay` — a value some cycles later from registers of its own beside the block it feeds (``KEEP``);
 - :class:`Stage` — a registered two-word stream stage at a port a far-away partner talks to;
-- :func:`registered_product` — a product with the registers of a DSP block around it.
+- :func:`registered_product` — a product with the registers of a DSP block around it;
+- :class:`GlobalBuffer` — a signal that reaches thousands of flip-flops (a reset) over the device's global network.
 
 Device-specific measures (DSP register packing, the floorplan) live in the FPGA flow, not here.
 """
@@ -23,8 +24,8 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.config import Config
 
-__all__ = ["KEEP", "delay_line", "relay", "Stage", "registered_product", "small_product", "Timing", "TIMING",
-           "MemStages"]
+__all__ = ["KEEP", "delay_line", "relay", "Stage", "registered_product", "small_product", "GlobalBuffer", "Timing",
+           "TIMING", "MemStages"]
 
 #: Attributes of a register that is one of several identical copies, each beside the logic it feeds: without
 #: ``keep`` Yosys merges identical flip-flops (``opt_merge``) into one that drives every copy's logic across
@@ -261,4 +262,30 @@ class Stage(wiring.Component):
                 m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(take)]
         with m.Elif(take):
             m.d.sync += spare_valid.eq(1)
+        return m
+
+
+class GlobalBuffer(wiring.Component):
+    """``o`` is ``i`` over the device's global network where the platform has one, else a wire.
+
+    A signal that reaches thousands of flip-flops — a reset — routed over the fabric is a tree of long wires through
+    every block it resets, and congests the router; a global network carries it to every flip-flop at once. The
+    platform builds the buffer (Amaranth's convention for device-specific cells, as ``get_ff_sync`` or
+    ``get_memory``): ``platform.get_global_buffer(self)`` — the FPGA flow's ``Target`` — where it has that
+    method; without one (simulation, generic Verilog) ``o`` is ``i``.
+
+    Members
+    -------
+    i : the signal.
+    o : the signal on the global network.
+    """
+
+    def __init__(self):
+        super().__init__({"i": In(1), "o": Out(1)})
+
+    def elaborate(self, platform):
+        if hasattr(platform, "get_global_buffer"):
+            return platform.get_global_buffer(self)
+        m = Module()
+        m.d.comb += self.o.eq(self.i)
         return m

@@ -622,3 +622,22 @@ def test_the_area_of_a_unit_is_the_cells_its_registers_and_ports_are_named_by(tm
     assert units["core.subset*"].luts == 1 and units["memory"].brams == 1 and units[""].ffs == 1
     assert area.total("luts") == syn.luts == 4
     assert "| **total** | | 4 |" in area.table() and area.line().startswith("4 LUT in ")
+
+
+def test_the_resets_reach_their_flip_flops_over_the_global_network():
+    """The register harness's reset, the core's two cleared domains (the run's state; the registers and counters)
+    and the AXI master's each leave one register for a global buffer (a DCCA on the ECP5) when the FPGA flow's
+    target is the platform; without one (the Verilog a simulator gets) the buffer is a wire."""
+    import re
+
+    from amaranth.back import rtlil
+
+    from hdl.timing import GlobalBuffer
+    from sim.flows.fpga.harness import to_rtlil
+
+    il = to_rtlil(preset("small").replace(bus="axi"), TARGETS["ecp5-85k"], harness=True)
+    assert len(re.findall(r"^\s*cell \\DCCA ", il, re.MULTILINE)) == 4
+    for domain in ("run", "csrs", "master"):
+        assert re.search(rf"\b{domain}_reset\b", il), domain
+    alone = GlobalBuffer()
+    assert "DCCA" not in rtlil.convert(alone, name="top", ports=[alone.i, alone.o], emit_src=False)

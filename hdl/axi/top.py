@@ -1,7 +1,6 @@
 """The AXI top: the core behind an AXI4-Lite slave, its memory clients on an AXI4 master, and an interrupt."""
 
 from amaranth import Module
-from amaranth.hdl import ResetInserter
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
@@ -54,7 +53,7 @@ class AxiTop(wiring.Component):
         m.submodules.lite = lite = AxiLiteSlave(cfg)
         master = AxiMaster(cfg, memory_clients(cfg), mem_tag_width(cfg))
         # reset with the core's run state after an abort or soft reset has drained it (nothing is outstanding)
-        m.submodules.master = ResetInserter(cleared(m, core.clear, "master"))(master)
+        m.submodules.master = cleared(m, core.clear, "master")(master)
         for port, client in zip(core.mem, master.clients, strict=True):
             connect(m, port, client)
         m.d.comb += [core.csr_addr.eq(lite.csr_addr), core.csr_wdata.eq(lite.csr_wdata), core.csr_we.eq(lite.csr_we),

@@ -13,6 +13,8 @@ from amaranth import ClockDomain, ClockSignal, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.timing import GlobalBuffer
+
 __all__ = ["PINS", "OSCILLATOR_MHZ", "Pll", "pll_for", "Ulx3sTop", "HEARTBEAT_LED"]
 
 #: the board's 25 MHz oscillator
@@ -62,12 +64,11 @@ def pll_for(mhz: float) -> Pll:
 
 class Ulx3sTop(wiring.Component):
     """The board's top: ``core`` (the self-test, a component with ``leds`` and ``uart_tx``) in the PLL's clock.
-    ``drive_global(m, source, sink)`` puts the reset on the chip's global network (the FPGA flow's
-    ``Target.drive_global``; default: a plain assignment, for simulation)."""
+    The reset reaches the core over the chip's global network (:class:`~hdl.timing.GlobalBuffer`: the FPGA flow's
+    platform builds it; in simulation a wire)."""
 
-    def __init__(self, core, pll: Pll, drive_global=None):
+    def __init__(self, core, pll: Pll):
         self._core, self._pll = core, pll
-        self._drive_global = drive_global or _assign
         super().__init__({"clk25": In(1), "btn_pwr_n": In(1), "led": Out(8), "uart_tx": Out(1)})
 
     def elaborate(self, platform):
@@ -100,13 +101,10 @@ class Ulx3sTop(wiring.Component):
         # top bit, 21.9 ns of wire across the chip)
         held = Signal(init=1)
         m.d.por += held.eq(~count[-1])
-        self._drive_global(m, held, sync.rst)
+        m.submodules.reset_buffer = buffer = GlobalBuffer()
+        m.d.comb += [buffer.i.eq(held), sync.rst.eq(buffer.o)]
         m.submodules.core = core = self._core
         beat = Signal(26)
         m.d.por += beat.eq(beat + 1)
         m.d.comb += [self.led.eq(core.leds), self.led[HEARTBEAT_LED].eq(beat[-1]), self.uart_tx.eq(core.uart_tx)]
         return m
-
-
-def _assign(m, source, sink):
-    m.d.comb += sink.eq(source)

@@ -76,8 +76,8 @@ def board_rtlil(cfg: Config, mhz: float, board: Board | None = None) -> tuple[st
     divisor = round(pll.mhz * 1e6 / BAUD)
     program = selftest_program(cfg, selftest_workload(cfg))
     with _no_zero_memory_init():
-        top = Ulx3sTop(selftest(cfg, program, divisor), pll, board.fpga.drive_global if board else None)
-        return rtlil.convert(top, name=BOARD_TOP, emit_src=False), pll
+        top = Ulx3sTop(selftest(cfg, program, divisor), pll)
+        return rtlil.convert(top, name=BOARD_TOP, emit_src=False, platform=board.fpga if board else None), pll
 
 
 def synthesize_board(cfg: Config, board: Board, build_dir: Path, mhz: float):

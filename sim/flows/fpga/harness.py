@@ -16,6 +16,7 @@ from hdl.memory import GlobalMemory
 from hdl.ring import Ring
 from hdl.scheduler import Scheduler
 from hdl.subset import Subset, mem_tag_width
+from hdl.timing import GlobalBuffer
 from hdl.top import TOP_NAME, memory_clients, top_of
 from sim.flows.fpga.blocks import HARNESS, HARNESS_BLOCK
 from sim.flows.fpga.plans import RamUse, design_ram_uses
@@ -43,7 +44,7 @@ def to_rtlil(cfg: Config, target: Target, harness: bool = False, block: str = "c
     the fabric, as a board's own logic would drive them, instead of on a few hundred pins). A ``block`` other
     than the core is always in the harness: its own Fmax, whatever the rest of the design does."""
     component, top = _design(cfg, target, harness, block)
-    return rtlil.convert(component, name=top, emit_src=False)
+    return rtlil.convert(component, name=top, emit_src=False, platform=target)
 
 
 def memories(cfg: Config, target: Target, harness: bool = False, block: str = "core") -> list[RamUse]:
@@ -74,10 +75,8 @@ def block_harness(block, target: Target | None = None):
             m.d.comb += sync.clk.eq(self.clk)
             reset_q = Signal(2, reset_less=True)
             m.d.sync += reset_q.eq(Cat(self.reset, reset_q[0]))
-            if target is not None:
-                target.drive_global(m, reset_q[1], sync.rst)
-            else:
-                m.d.comb += sync.rst.eq(reset_q[1])
+            m.submodules.reset_buffer = buffer = GlobalBuffer()
+            m.d.comb += [buffer.i.eq(reset_q[1]), sync.rst.eq(buffer.o)]
             m.submodules[HARNESS_BLOCK] = block
             ins, outs = [], []
             for _path, member, value in block.signature.flatten(block):

@@ -65,17 +65,21 @@ class Target:
     def dsps_of(self, cells) -> int:
         return sum(cells.get(c, 0) for c in self.dsp_cells)
 
-    def drive_global(self, m, source, sink) -> None:
-        """``sink`` driven by ``source`` over the device's global network (:attr:`global_buffer`), else directly:
-        a reset reaching thousands of flip-flops over the fabric's routing congests it."""
-        from amaranth import Instance
+    def get_global_buffer(self, buffer):
+        """``hdl.timing.GlobalBuffer`` on this device — the hook Amaranth's elaboration calls on the platform (the
+        FPGA flow converts a design with its ``Target`` as the platform): the global network's buffer cell
+        (:attr:`global_buffer`), else a wire. A reset reaching thousands of flip-flops over the fabric's routing
+        congests it."""
+        from amaranth import Instance, Module
 
+        m = Module()
         if self.global_buffer is None:
-            m.d.comb += sink.eq(source)
-            return
+            m.d.comb += buffer.o.eq(buffer.i)
+            return m
         cell, pin_in, pin_out, constants = self.global_buffer
-        m.submodules.reset_buffer = Instance(cell, **{f"i_{pin_in}": source, f"o_{pin_out}": sink},
-                                             **{f"i_{pin}": value for pin, value in constants})
+        m.submodules.cell = Instance(cell, **{f"i_{pin_in}": buffer.i, f"o_{pin_out}": buffer.o},
+                                     **{f"i_{pin}": value for pin, value in constants})
+        return m
 
     def brams_of(self, cells) -> float:
         """Block RAM sites, a half block (a RAMB18) as 0.5."""
