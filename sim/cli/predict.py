@@ -147,7 +147,7 @@ def cmd_predict(args) -> int:
     print(f"workload cell={args.cell} H={args.hidden} I={args.input} B={args.batch} L={args.steps}{stack}"
           f"{', no bias' if args.no_bias else ''}{' (last step only)' if args.last_only else ''}, mode {args.mode}")
     print(f"schedule {c.describe()}: {J} column block{'s' if J > 1 else ''} of {c.width} per step")
-    print(f"model    {p.memory} memory model (sim/models/perf.py), energy table "
+    print(f"model    {p.memory} memory model (sim/models/perf/), energy table "
           f"{args.energy_table or 'default (Horowitz, ISSCC 2014, 45 nm)'}")
     writes = sum(v for k, v in p.traffic.items() if k.startswith("write_"))
     cycles, macs, memory = figure_lines(p.cycles, p.macs_useful, p.macs, p.utilization, reads, writes,
