@@ -166,7 +166,7 @@ def choose(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has_
                             last_only=last_only, mode=mode, layers=layers, cell=cell, trace=trace, state_in=state_in,
                             carry=carry)
     candidates = [(g, w) for g in gs for w in ws]
-    runs = _predict_all(run, candidates, _words(cfg, hidden, batch, steps, layers, ws), progress)
+    runs = _predict_all(run, candidates, _words(cfg, hidden, batch, steps, layers, mode, candidates), progress)
     best = min(runs, key=lambda gw: (runs[gw].cycles, gw[0] != cfg.subsets, gw[1]))
     choice = Choice(best[0], best[1], {gw: p.cycles for gw, p in runs.items()}, runs[best])
     if path is not None:
@@ -184,11 +184,24 @@ def choose_for(cfg: Config, w, *, last_only: bool, mode: str, width="auto", part
                   stack=stack, requests=requests, state_in=w.has_c0, carry=carry, directions=w.directions)
 
 
-def _words(cfg: Config, hidden: int, batch: int, steps: int, layers: int, widths: list[int]) -> int:
+def _words(cfg: Config, hidden: int, batch: int, steps: int, layers: int, mode: str,
+           candidates: list[tuple[int, int]]) -> int:
     """The output words the candidates' predictions move, summed: what their time grows with (the model spends a few
-    microseconds on each: about 1.5 s for 400,000, the H = I = 1024 LSTM's at batch 16 and 100 steps)."""
+    microseconds on each: about 1.5 s for 400,000, the H = I = 1024 LSTM's at batch 16 and 100 steps) — a run the
+    model extrapolates from its steady state (``sim.models.perf.steady``) as its probe's, twice the first."""
+    from sim.models.perf import steady  # lazy, as the model
+
     R = -(-hidden // cfg.tile)
-    return sum(steps * layers * -(-batch // w) * w * R for w in widths)
+    out = 0
+    for g, w in candidates:
+        J = -(-batch // w)
+        baseline = mode != "pipelined"
+        simulated = steps
+        if steady.applies(baseline=baseline, layers=layers, blocks=J, groups=g):
+            simulated = min(steps, 2 * steady.probe(cfg.subsets, steady.rotation(baseline=baseline, layers=layers,
+                                                                                   groups=g)))
+        out += simulated * layers * J * w * R
+    return out
 
 
 def _predict_all(run, candidates: list[tuple[int, int]], words: int, progress) -> dict:

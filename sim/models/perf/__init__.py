@@ -7,7 +7,12 @@ Two halves:
 * :func:`predict` — cycles, from an *event-level* simulation of the hardware's own mechanics (events per
   work item, output group and word, never per cycle), fast enough for builds far beyond what Verilator
   can run: the 128-CU GPU-scale ring (4 subsets × 32 clusters, hidden 1024, batch 64, 64 steps) takes a
-  few tenths of a second.
+  few tenths of a second. A long run is simulated over a few tens of its steps and extrapolated from its steady
+  state to the same answer (:mod:`.steady`): its time grows with the blocks of a step, not with the steps.
+
+The package by seam: ``traffic`` (word and event counts), ``kernel`` (the events), ``memory`` (banks, AXI,
+shared), ``ring`` (a link a subset, G = S) and ``lap`` (round the ring, G < S), ``pipeline`` (a subset's fill,
+compute and output sides), ``steady`` (the steady state), ``answers`` (:func:`predict` and what it returns).
 
 What :func:`predict` simulates, and where each rule comes from (every constant is read off the RTL;
 nothing is fitted):

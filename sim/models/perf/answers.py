@@ -3,14 +3,16 @@ after the other), and the :class:`Regions` the run's layout is planned from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hdl import rules
 from hdl.config import MAX_MEM_WORDS, Config, UserError
 from sim.models.layout import plan
 
+from . import steady as steady_state
 from .memory import _memory_view
-from .pipeline import _Run
+from .pipeline import _Run, settled
+from .steady import Outcome, enabled
 from .traffic import _check_mode, _partition, _shape, traffic
 
 __all__ = ["MEMORY_MODELS", "WORD_LEVEL_LIMIT", "Prediction", "Regions", "predict", "back_to_back",
@@ -146,7 +148,7 @@ def _layout(cfg: Config, regions: Regions, last_only: bool, mode: str, width: in
 def predict(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has_bias: bool = True,
             last_only: bool = False, mode: str = "pipelined", memory: str = "auto",
             trace: bool = False, layers: int = 1, width: int = 0, partition: int = 0,
-            cell: str = "rnn", keep: bool = False, state_in: bool = False) -> Prediction:
+            cell: str = "rnn", keep: bool = False, state_in: bool = False, steady: bool = True) -> Prediction:
     """Predict the hardware's counters for one run (see the module docstring for what is modelled).
 
     ``memory`` picks the memory model: ``"banks"`` (word by word, cycle-exact; the run's regions must fit
@@ -158,7 +160,9 @@ def predict(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has
     groups the clusters form: 0 or S the subsets, 1 one group (a persistent run: every cluster on every step;
     predicted approximately, see :class:`_Lap`). ``cell`` the recurrent cell (``hdl.rules.CELLS``). ``keep``: the
     run keeps the previous load's weights and biases (FLAGS keep_weights: pipelined runs; no load reads).
-    ``state_in``: an LSTM run starts from c0 in memory (FLAGS state_in), not zeros.
+    ``state_in``: an LSTM run starts from c0 in memory (FLAGS state_in), not zeros. ``steady``: a long run's
+    answer from a short one where its steady state repeats (``steady.extrapolate``: the same answer); False, or
+    ``RNNPIPE_STEADY=0``, simulates every step.
     """
     state_in = state_in and cell == "lstm"
     conventional = _check_mode(mode)
@@ -179,16 +183,33 @@ def predict(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has
                         f"words; use memory='shared'")
     moved = sum(v for key, v in words.items() if not key.startswith("macs"))
     word_level = lay is not None and (memory == "banks" or moved <= WORD_LEVEL_LIMIT)
-    run = _Run(cfg, sh, lay or _Unplaced(), has_bias=has_bias, last_only=last_only, conventional=conventional,
-               word_level=word_level, layers=layers, partition=G, a_per_step=mode == "gemm", keep=keep,
-               state_in=state_in)
-    cycles = run.run()
-    busy = tuple(sum(len(it.rows) * sh.W * run.Kin[s] * sh.G for it in sub.items)
-                 for s, sub in enumerate(run.subsets))
+    runs = []
+
+    def simulate(steps: int) -> _Run:
+        run = _Run(cfg, replace(sh, L=steps), lay or _Unplaced(), has_bias=has_bias, last_only=last_only,
+                   conventional=conventional, word_level=word_level, layers=layers, partition=G,
+                   a_per_step=mode == "gemm", keep=keep, state_in=state_in)
+        run.cycles = run.run()
+        runs.append(run)
+        return run
+
+    outcome = None
+    if enabled(steady) and not word_level and steady_state.applies(baseline=conventional, layers=layers, blocks=sh.J,
+                                                                   groups=G):
+        outcome = steady_state.extrapolate(simulate, sh.L, cfg.subsets,
+                                           steady_state.rotation(baseline=conventional, layers=layers, groups=G))
+    if outcome is None:
+        run = simulate(sh.L)
+        outcome, cycles = Outcome.of(run), run.cycles
+    else:
+        cycles = settled(outcome.last())
+    run = runs[-1]                      # its load phases and each subset's inputs are every length's
+    busy = tuple(sum(rounds for _, _, rounds, _, _, _ in items) * sh.W * run.Kin[s] * sh.G
+                 for s, items in enumerate(outcome.items))
     rows = ()
     if trace:
-        rows = tuple((s, it.step, it.column_block, sub.begin[n], sub.end[n])
-                     for s, sub in enumerate(run.subsets) for n, it in enumerate(sub.items))
+        rows = tuple((s, step, j, begin, end) for s, items in enumerate(outcome.items)
+                     for step, j, _, begin, end, _ in items)
     return Prediction(cycles, words["macs"], words["macs_useful"], words["macs_useful"] / (cfg.mac_units * cycles),
                       words, busy, run.load, "banks" if word_level else "shared", rows, sh.W,
                       cfg.subsets if conventional else G)

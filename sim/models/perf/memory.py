@@ -9,7 +9,6 @@ import heapq
 import math
 from collections import deque
 
-from hdl.axi.bus import MAX_BURST
 from hdl.config import Config
 from hdl.csr import client_writes, memory_clients
 from hdl.timing import TIMING
@@ -148,6 +147,8 @@ class _AxiMemory(_BankedMemory):
     def __init__(self, kernel: _Kernel, cfg: Config):
         super().__init__(kernel, cfg)
         self._writes = [bool(client_writes(name)) for name in memory_clients(cfg)]
+        from hdl.axi.bus import MAX_BURST  # lazy: hdl.axi imports the AXI gateware, which an internal build needs not
+
         self._depth = MAX_BURST
         self._burst = [None, None]          # per channel: (client, next address, beats left) of the open burst
         self._latency = cfg.mem_latency
@@ -170,7 +171,7 @@ class _AxiMemory(_BankedMemory):
             c = burst[0]
         else:
             c = super()._choose(bank, clients, queues)
-            burst = (c, queues[c][0][1], MAX_BURST)
+            burst = (c, queues[c][0][1], self._depth)
         self._burst[bank] = (c, burst[1] + 1, burst[2] - 1)
         if bank == 0:
             self._flight[c].append(math.floor(self._k.now))

@@ -444,7 +444,11 @@ class _Run:
             raise RuntimeError("the performance model stalled: an output group never left (a model bug)")
         if getattr(self.mem, "late", 0):
             raise RuntimeError("the performance model asked the memory for a cycle already past (a model bug)")
-        # the last word's cycle, or the last write's grant: idle and not busy the cycle after, ``settled``
-        # (the last RUN cycle) TIMING.quiet cycles later; counting from 0
-        return max(max(sub.gd[-1].value, max(f.value for f in sub.written))
-                   for sub in self.subsets if sub.items) + 2 + TIMING.quiet
+        return settled(max(max(sub.gd[-1].value, max(f.value for f in sub.written))
+                           for sub in self.subsets if sub.items))
+
+
+def settled(last: int) -> int:
+    """CYCLES of a run whose last output word left, or last write was granted, in cycle ``last``: idle and not busy
+    the cycle after, ``settled`` (the last RUN cycle) TIMING.quiet cycles later; counting from 0."""
+    return last + 2 + TIMING.quiet

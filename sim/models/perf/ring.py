@@ -32,7 +32,7 @@ class _Link:
         self._k = kernel
         self._mem = memory
         self._depth = depth
-        self._per_item = words_per_item
+        self._per_item = self.words_per_item = words_per_item
         self.w, self.r = [], []
         self._open = []
         self._opened, self._received = [], []
