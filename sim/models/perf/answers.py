@@ -185,10 +185,10 @@ def predict(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has
     word_level = lay is not None and (memory == "banks" or moved <= WORD_LEVEL_LIMIT)
     runs = []
 
-    def simulate(steps: int) -> _Run:
+    def simulate(steps: int, record: bool = False) -> _Run:
         run = _Run(cfg, replace(sh, L=steps), lay or _Unplaced(), has_bias=has_bias, last_only=last_only,
                    conventional=conventional, word_level=word_level, layers=layers, partition=G,
-                   a_per_step=mode == "gemm", keep=keep, state_in=state_in)
+                   a_per_step=mode == "gemm", keep=keep, state_in=state_in, record=record)
         run.cycles = run.run()
         runs.append(run)
         return run

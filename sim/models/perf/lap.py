@@ -39,6 +39,7 @@ class _Lap:
         self._done = set()
         self._link_free = [0] * subsets       # the first cycle link s → s + 1 takes a word
         self._take_last = [-1] * subsets      # the cycle subset s's fill took its last ring word
+        self.log = None              # a dict: item → (link, written, taken) of each of its words, as they go
 
     def received(self, s: int, item: int) -> _Future:
         return self._received.setdefault((s, item), _Future())
@@ -109,6 +110,7 @@ class _Lap:
 
         for s in range(S):
             schedule(s)
+        log = [] if self.log is not None else None
         while heap:
             t, is_own, s = pop(heap)
             q = own[s] if is_own else fwd[s]
@@ -136,10 +138,14 @@ class _Lap:
                     at = opened[r]
                 take_last[r] = at
             read[s] = at
+            if log is not None:
+                log.append((s, t, at))
             if left:
                 fwd[r].append((at + 2, left - 1))
                 schedule(r)
             schedule(s)
+        if log is not None:
+            self.log[item] = log
         for s in self._takers:
             self._k.resolve(self.received(s, item), take_last[s])
         if item + 1 in self._words:
@@ -175,6 +181,7 @@ class _Groups:
         self._item = dict.fromkeys(owners, 0)
         self._own_left = {}          # (subset, item) → the cycle its own last word of the item left
         self._done = set()
+        self.log = None              # a dict: (group, item) → (link, written, read) of each of its words, as they go
 
     def _source(self, s: int) -> int:
         return (self._group[s] - 1) % self._G             # the group whose words subset s's fill takes
@@ -222,6 +229,7 @@ class _Groups:
         passed = dict.fromkeys(group, -1)
         own_left = dict.fromkeys(group, -1)
         take_last = self._take_last
+        log = [] if self.log is not None else None
         while heap:
             t, is_own, s, left, producer = heapq.heappop(heap)
             busy = self._busy[s]
@@ -239,8 +247,12 @@ class _Groups:
                 at = max(at, self._own_left[r, item - 1] + 1)
             if r in group and r != producer:
                 passed[r] = max(passed[r], at)
+            if log is not None:
+                log.append((s, t, at))
             if left:
                 heapq.heappush(heap, (at + 2, 0, r, left - 1, producer))
+        if log is not None:
+            self.log[key] = log
         for s in takers:
             self._k.resolve(self.received(s, item), take_last[s])
         for s in group:

@@ -133,8 +133,8 @@ class _Run:
 
     def __init__(self, cfg: Config, sh: _Shape, lay, *, has_bias: bool, last_only: bool, conventional: bool,
                  word_level: bool, layers: int = 1, partition: int = 0, a_per_step: bool = False,
-                 keep: bool = False, state_in: bool = False):
-        self.cfg, self.sh = cfg, sh
+                 keep: bool = False, state_in: bool = False, record: bool = False):
+        self.cfg, self.sh, self.partition = cfg, sh, partition
         self.k = _Kernel()
         self.mem = memory_model(self.k, cfg, word_level)
         S, T, W = cfg.subsets, cfg.tile, sh.W
@@ -221,6 +221,8 @@ class _Run:
             else:
                 self.lap = (_Lap(self.k, S, owners, R * W, cfg.fifo_depth) if G == 1 else
                             _Groups(self.k, cfg, G, owners, R * W))
+                if record:      # each word's cycles round the ring, for the steady state (``steady._signatures``)
+                    self.lap.log = {}
                 self.links = [_LapPort(self.lap, s) for s in range(S)]
                 self.out_links = self.links
         else:

@@ -12,9 +12,9 @@ past them k·P cycles later, the inserted steps' items copies of steps a + m …
 
 What repeats is the record, not the processes' state (``pipeline._Run``, the memory, the ring are never
 compared): each item's start, half full, last MAC, last word and last write's grant, each output group's entry
-into the queue and its last word, each ring word's write and read on a link. Every process and every engine
-reads back at most an item or a FIFO's depth of words of them, so a state that did not repeat would have to leave
-every one of them the same for three periods running. tests/test_steady.py checks the answer on random points:
+into the queue and its last word, each ring word's write and read on every link it crosses. Every process and every
+engine reads back at most an item or a FIFO's depth of words of them, so a state that did not repeat would have to
+leave every one of them the same for three periods running. tests/test_steady.py checks the answer on random points:
 extrapolated and fully simulated, every field of the :class:`Prediction` the same.
 
 Used where each subset's items come step by step (:func:`applies`) and the memory is the ``shared`` model (the
@@ -27,6 +27,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
+from hdl import placement
+
+from .lap import _Lap
 from .ring import _Link
 
 __all__ = ["STEADY_ENV", "Outcome", "enabled", "applies", "rotation", "probe", "extrapolate", "extrapolated"]
@@ -86,11 +91,14 @@ class Outcome:
 
 
 def _signatures(run) -> dict[int, tuple]:
-    """Per step: the items of every subset that run it (subset, column block, groups) and every cycle recorded of
-    them — start, half full, last MAC, last word, last write's grant, each group's entry into the output queue and
-    its last word, each ring word's write and read on a link — as (keys, reference cycle, the cycles less the
-    reference; a write that never was, None)."""
-    keys, cycles = {}, {}
+    """Per step: the items of every subset that run it (subset, column block, groups, whether it wrote) and every
+    cycle recorded of them — start, half full, last MAC, last word, last write's grant (a write that never was: the
+    start again), each group's entry into the output queue and its last word, each ring word's write and read on
+    each link it crosses — as (keys, reference cycle, the cycles less the reference); empty where an item's groups
+    differ from its subset's first or a cycle is not a whole number."""
+    keys, chunks = {}, {}
+    log = getattr(getattr(run, "lap", None), "log", None)          # round the ring: each item's words, as they went
+    logged = set()
     for s, sub in enumerate(run.subsets):
         q = ring = 0
         groups = len(sub.items[0].rows) * run.W if sub.items else 0
@@ -99,21 +107,30 @@ def _signatures(run) -> dict[int, tuple]:
             g = len(it.rows) * run.W
             if g != groups:
                 return {}
-            keys.setdefault(it.step, []).append((s, it.column_block, g))
-            written = sub.written[n].value
-            times = cycles.setdefault(it.step, [])
-            times += (sub.begin[n], sub.filled[n].value, sub.done[n].value, sub.end[n],
-                      None if written < 0 else written, *(f.value for f in sub.outq[q:q + g]),
-                      *(f.value for f in sub.gd[q:q + g]))
+            written, begin = sub.written[n].value, sub.begin[n]
+            k, c = keys.setdefault(it.step, []), chunks.setdefault(it.step, [])
+            k.append((s, it.column_block, g, written >= 0))
+            c.append([begin, sub.filled[n].value, sub.done[n].value, sub.end[n], written if written >= 0 else begin,
+                      *(f.value for f in sub.outq[q:q + g]), *(f.value for f in sub.gd[q:q + g])])
+            q += g
             if it.ring and link is not None:
                 words = slice(ring * link.words_per_item, (ring + 1) * link.words_per_item)
-                times += (*link.w[words], *link.r[words])
+                c += (link.w[words], link.r[words])
                 ring += 1
-            q += g
+            if log is not None and it.to_ring:
+                key = n if isinstance(run.lap, _Lap) else (placement.group_of(run.cfg, s, run.partition), n)
+                if key not in logged:
+                    logged.add(key)
+                    words = np.array(log[key]).reshape(-1, 3)
+                    k.append(words[:, 0].tobytes())
+                    c.append(words[:, 1:].ravel())
     out = {}
-    for step, times in cycles.items():
-        ref = times[0]
-        out[step] = (tuple(keys[step]), ref, tuple(None if t is None else t - ref for t in times))
+    for step, parts in chunks.items():
+        times = np.concatenate([np.asarray(part) for part in parts])
+        if times.dtype.kind != "i":
+            return {}
+        ref = int(times[0])
+        out[step] = (tuple(keys[step]), ref, (times - ref).tobytes())
     return out
 
 
@@ -141,17 +158,17 @@ def _repeats(sig: dict, a: int, m: int) -> bool:
 
 
 def extrapolate(simulate, steps: int, subsets: int, rotation: int) -> Outcome | None:
-    """The outcome of a run of ``steps`` steps from shorter ones: ``simulate(n)`` simulates the run with n steps and
-    returns its finished ``pipeline._Run``; ``subsets`` the build's S; ``rotation`` the steps a subset's items come
-    round in (:func:`rotation`: the period is a multiple). None where it cannot be shown exactly: the caller
-    simulates the run whole."""
+    """The outcome of a run of ``steps`` steps from shorter ones: ``simulate(n, record=True)`` simulates the run with n
+    steps, its ring's words logged, and returns its finished ``pipeline._Run``; ``subsets`` the build's S;
+    ``rotation`` the steps a subset's items come round in (:func:`rotation`: the period is a multiple). None where it
+    cannot be shown exactly: the caller simulates the run whole."""
     global extrapolated
     n, last = probe(subsets, rotation), margin(subsets)
     for _ in range(PROBES):
         n += (steps - n) % rotation                      # as many steps as the run, modulo the rotation
         if n >= steps:
             return None
-        run = simulate(n)
+        run = simulate(n, record=True)
         sig = _signatures(run)
         found = _period(sig, 1, n - last + 1, rotation) if sig else None
         if found is None:
@@ -160,7 +177,7 @@ def extrapolate(simulate, steps: int, subsets: int, rotation: int) -> Outcome | 
         a, m, P = found
         short = n + (steps - n) % m
         if short != n:
-            run = simulate(short)
+            run = simulate(short, record=True)
             sig = _signatures(run)
             if not sig or not _repeats(sig, a, m) or sig[a + m][1] - sig[a][1] != P:
                 return None
