@@ -25,7 +25,7 @@ def _points(n: int, seed: int = 44) -> list[dict]:
             cfg = cfg.replace(bus="axi")
         if rnd.random() < 0.25:
             cfg = cfg.replace(fifo_depth=rnd.choice([2, 3, 8]))
-        S, W = cfg.subsets, cfg.column_width
+        S = cfg.subsets
         cell = rnd.choice(["rnn", "lstm", "gru"] if cfg.cells else ["rnn"])
         mode = rnd.choice(["pipelined", "pipelined", "pipelined", "conventional", "gemm"])
         layers = rnd.randint(2, S) if mode == "pipelined" and rnd.random() < 0.25 else 1
@@ -34,9 +34,7 @@ def _points(n: int, seed: int = 44) -> list[dict]:
         largest = min(64, cfg.max_input if layers > 1 else cfg.max_hidden)      # a stack's upper x: H features
         hidden = rnd.randint(1, largest)
         inputs = rnd.randint(1 if cell == "gru" else 0, min(64, cfg.max_input))
-        # one group of column blocks (J ≤ G) where a partition runs them in groups: what steady.applies asks
-        blocks = partition if mode == "pipelined" and layers == 1 else S
-        batch = rnd.randint(1, min(cfg.max_batch, blocks * (width or W)))
+        batch = rnd.randint(1, cfg.max_batch)         # J > G: a partition's passes, G column blocks at a time
         requests = rnd.choice([1, 1, 2]) if mode == "pipelined" else 1
         out.append(dict(cfg=cfg, shape=(hidden, inputs, batch, rnd.randint(60, 140)), requests=requests,
                         carry=rnd.random() < 0.5, state_in=cell == "lstm" and rnd.random() < 0.5,
@@ -77,9 +75,8 @@ def test_rnnpipe_steady_0_simulates_every_step(monkeypatch):
     assert steady.extrapolated == before
 
 
-def test_a_run_of_many_column_block_groups_is_simulated_whole():
-    """A partition's items of more column blocks than groups (J > G) come group by group, each over every step: no
-    step-by-step period to find, so the run is simulated whole."""
+def test_a_word_level_memory_is_simulated_whole():
+    """The word-level memories see addresses, which move from step to step: a run on them is simulated whole."""
     before = steady.extrapolated
-    predict(PRESETS["fig3"], 8, 4, 16, 80, partition=1, width=1, memory="shared")
+    assert predict(PRESETS["fig3"], 8, 4, 16, 80, partition=1, width=1, memory="banks").memory == "banks"
     assert steady.extrapolated == before

@@ -273,13 +273,9 @@ def _words(cfg: Config, hidden: int, batch: int, steps: int, layers: int, mode: 
     R = -(-hidden // cfg.tile)
     out = 0
     for g, w in candidates:
-        J = -(-batch // w)
-        baseline = mode != "pipelined"
-        simulated = steps
-        if steady.applies(baseline=baseline, layers=layers, blocks=J, groups=g):
-            simulated = min(steps, 2 * steady.probe(cfg.subsets, steady.rotation(baseline=baseline, layers=layers,
-                                                                                   groups=g)))
-        out += simulated * layers * J * w * R
+        simulated = min(steps, 2 * steady.probe(cfg.subsets, steady.rotation(baseline=mode != "pipelined",
+                                                                              layers=layers, groups=g)))
+        out += simulated * layers * -(-batch // w) * w * R
     return out
 
 

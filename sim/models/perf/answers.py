@@ -194,10 +194,11 @@ def predict(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has
         return run
 
     outcome = None
-    if enabled(steady) and not word_level and steady_state.applies(baseline=conventional, layers=layers, blocks=sh.J,
-                                                                   groups=G):
-        outcome = steady_state.extrapolate(simulate, sh.L, cfg.subsets,
-                                           steady_state.rotation(baseline=conventional, layers=layers, groups=G))
+    if enabled(steady) and not word_level:
+        baseline = conventional
+        outcome = steady_state.extrapolate(
+            simulate, sh.L, cfg.subsets, steady_state.rotation(baseline=baseline, layers=layers, groups=G),
+            steady_state.blocks(baseline=baseline, layers=layers, groups=G, column_blocks=sh.J))
     if outcome is None:
         run = simulate(sh.L)
         outcome, cycles = Outcome.of(run), run.cycles

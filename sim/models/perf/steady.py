@@ -13,17 +13,21 @@ past them k·P cycles later, the inserted steps' items copies of steps a + m …
 What repeats is the record, not the processes' state (``pipeline._Run``, the memory, the ring are never
 compared): each item's start, half full, last MAC, last word and last write's grant, each output group's entry
 into the queue and its last word, each ring word's write and read on every link it crosses. Every process and every
-engine reads back at most an item or a FIFO's depth of words of them, so a state that did not repeat would have to
-leave every one of them the same for three periods running. tests/test_steady.py checks the answer on random points:
-extrapolated and fully simulated, every field of the :class:`Prediction` the same.
+engine reads back a bounded stretch of them (an item or two, a FIFO's depth of words, a stack's J items), so a state
+that did not repeat would have to leave every one of them the same for three periods running. tests/test_steady.py
+checks the answer on random points: extrapolated and fully simulated, every field of the :class:`Prediction` the
+same.
 
-Used where each subset's items come step by step (:func:`applies`) and the memory is the ``shared`` model (the
-word-level memories see addresses, which move from step to step); elsewhere, or where no period shows, the run is
-simulated whole, as ``RNNPIPE_STEADY=0`` (or ``predict(..., steady=False)``) always has it.
+A partition's items come in passes, G column blocks at a time, each over every step (``hdl.order.subset_items``;
+:func:`blocks`): each pass is searched and extrapolated on its own, the items of a later pass as much later as the
+passes before it grew. Used where the memory is the ``shared`` model (the word-level memories see addresses, which
+move from step to step); elsewhere, or where no period shows, the run is simulated whole, as ``RNNPIPE_STEADY=0``
+(or ``predict(..., steady=False)``) always has it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -34,7 +38,7 @@ from hdl import placement
 from .lap import _Lap
 from .ring import _Link
 
-__all__ = ["STEADY_ENV", "Outcome", "enabled", "applies", "rotation", "probe", "extrapolate", "extrapolated"]
+__all__ = ["STEADY_ENV", "Outcome", "enabled", "blocks", "rotation", "probe", "extrapolate", "extrapolated"]
 
 #: the environment variable that turns extrapolation off (``0``)
 STEADY_ENV = "RNNPIPE_STEADY"
@@ -52,10 +56,10 @@ def enabled(steady: bool) -> bool:
     return steady and os.environ.get(STEADY_ENV, "1") != "0"
 
 
-def applies(*, baseline: bool, layers: int, blocks: int, groups: int) -> bool:
-    """Whether a run's items come step by step in every subset: a baseline's, a stack's, or a partition's of G groups
-    with one group of column blocks (J ≤ G: ``hdl.order.subset_items``)."""
-    return baseline or layers > 1 or blocks <= groups
+def blocks(*, baseline: bool, layers: int, groups: int, column_blocks: int) -> int:
+    """The column blocks of a pass over every step: a partition's G groups run theirs G at a time
+    (``hdl.order.subset_items``); a baseline or a stack runs every block of a step, then the next step."""
+    return column_blocks if baseline or layers > 1 else groups
 
 
 def rotation(*, baseline: bool, layers: int, groups: int) -> int:
@@ -90,8 +94,9 @@ class Outcome:
         return max(max(items[-1][4], max(it[5] for it in items)) for items in self.items if items)
 
 
-def _signatures(run) -> dict[int, tuple]:
-    """Per step: the items of every subset that run it (subset, column block, groups, whether it wrote) and every
+def _signatures(run, blocks: int) -> dict[tuple, tuple]:
+    """Per pass and step (a pass: a group of ``blocks`` column blocks, each over every step): the items of every
+    subset that run it (subset, column block, groups, whether it wrote) and every
     cycle recorded of them — start, half full, last MAC, last word, last write's grant (a write that never was: the
     start again), each group's entry into the output queue and its last word, each ring word's write and read on
     each link it crosses — as (keys, reference cycle, the cycles less the reference); empty where an item's groups
@@ -100,7 +105,7 @@ def _signatures(run) -> dict[int, tuple]:
     log = getattr(getattr(run, "lap", None), "log", None)          # round the ring: each item's words, as they went
     logged = set()
     for s, sub in enumerate(run.subsets):
-        q = ring = 0
+        q = ring = sent = 0
         groups = len(sub.items[0].rows) * run.W if sub.items else 0
         link = run.links[s] if isinstance(run.links[s], _Link) else None     # a link's words, each written and read
         for n, it in enumerate(sub.items):
@@ -108,7 +113,8 @@ def _signatures(run) -> dict[int, tuple]:
             if g != groups:
                 return {}
             written, begin = sub.written[n].value, sub.begin[n]
-            k, c = keys.setdefault(it.step, []), chunks.setdefault(it.step, [])
+            at = (it.column_block // blocks, it.step)
+            k, c = keys.setdefault(at, []), chunks.setdefault(at, [])
             k.append((s, it.column_block, g, written >= 0))
             c.append([begin, sub.filled[n].value, sub.done[n].value, sub.end[n], written if written >= 0 else begin,
                       *(f.value for f in sub.outq[q:q + g]), *(f.value for f in sub.gd[q:q + g])])
@@ -117,20 +123,29 @@ def _signatures(run) -> dict[int, tuple]:
                 words = slice(ring * link.words_per_item, (ring + 1) * link.words_per_item)
                 c += (link.w[words], link.r[words])
                 ring += 1
-            if log is not None and it.to_ring:
-                key = n if isinstance(run.lap, _Lap) else (placement.group_of(run.cfg, s, run.partition), n)
+            if log is not None and it.to_ring:          # the producer's ring items: its items that send h
+                key = sent if isinstance(run.lap, _Lap) else (placement.group_of(run.cfg, s, run.partition), sent)
+                sent += 1
                 if key not in logged:
                     logged.add(key)
                     words = np.array(log[key]).reshape(-1, 3)
                     k.append(words[:, 0].tobytes())
                     c.append(words[:, 1:].ravel())
     out = {}
-    for step, parts in chunks.items():
+    for at, parts in chunks.items():
         times = np.concatenate([np.asarray(part) for part in parts])
         if times.dtype.kind != "i":
             return {}
         ref = int(times[0])
-        out[step] = (tuple(keys[step]), ref, (times - ref).tobytes())
+        out[at] = (tuple(keys[at]), ref, (times - ref).tobytes())
+    return out
+
+
+def _passes(sig: dict) -> dict[int, dict]:
+    """:func:`_signatures` as pass → step → signature."""
+    out = {}
+    for (p, step), s in sig.items():
+        out.setdefault(p, {})[step] = s
     return out
 
 
@@ -157,11 +172,13 @@ def _repeats(sig: dict, a: int, m: int) -> bool:
     return True
 
 
-def extrapolate(simulate, steps: int, subsets: int, rotation: int) -> Outcome | None:
+def extrapolate(simulate, steps: int, subsets: int, rotation: int, blocks: int) -> Outcome | None:
     """The outcome of a run of ``steps`` steps from shorter ones: ``simulate(n, record=True)`` simulates the run with n
     steps, its ring's words logged, and returns its finished ``pipeline._Run``; ``subsets`` the build's S;
-    ``rotation`` the steps a subset's items come round in (:func:`rotation`: the period is a multiple). None where it
-    cannot be shown exactly: the caller simulates the run whole."""
+    ``rotation`` the steps a subset's items come round in (:func:`rotation`: the period is a multiple); ``blocks``
+    the column blocks of a pass over every step (:func:`blocks`): each pass is extrapolated on its own, the later
+    passes as much later as the earlier ones grew. None where it cannot be shown exactly: the caller simulates the
+    run whole."""
     global extrapolated
     n, last = probe(subsets, rotation), margin(subsets)
     for _ in range(PROBES):
@@ -169,37 +186,46 @@ def extrapolate(simulate, steps: int, subsets: int, rotation: int) -> Outcome | 
         if n >= steps:
             return None
         run = simulate(n, record=True)
-        sig = _signatures(run)
-        found = _period(sig, 1, n - last + 1, rotation) if sig else None
-        if found is None:
+        passes = _passes(_signatures(run, blocks))
+        if not passes:
+            return None                                  # items unlike each other: no record to compare
+        found = {p: _period(sig, 1, n - last + 1, rotation) for p, sig in passes.items()}
+        if None in found.values():
             n *= 2
             continue
-        a, m, P = found
-        short = n + (steps - n) % m
+        every = math.lcm(*(m for _, m, _ in found.values()))
+        short = n + (steps - n) % every
         if short != n:
             run = simulate(short, record=True)
-            sig = _signatures(run)
-            if not sig or not _repeats(sig, a, m) or sig[a + m][1] - sig[a][1] != P:
+            passes = _passes(_signatures(run, blocks))
+            if passes.keys() != found.keys() or not all(
+                    _repeats(passes[p], a, m) and passes[p][a + m][1] - passes[p][a][1] == P
+                    for p, (a, m, P) in found.items()):
                 return None
         extrapolated += 1
-        return _insert(Outcome.of(run), a + m, m, P, (steps - short) // m)
+        return _insert(Outcome.of(run), {p: (a + m, m, P, (steps - short) // m) for p, (a, m, P) in found.items()},
+                       blocks)
     return None
 
 
-def _insert(short: Outcome, b: int, m: int, P: int, k: int) -> Outcome:
-    """``short`` with k periods of m steps inserted at step b: step n ≥ b of the long run is step n − i·m of the
-    short one, i = min((n − b) // m, k), i·P cycles later (written: -1 stays -1)."""
+def _insert(short: Outcome, periods: dict, blocks: int) -> Outcome:
+    """``short`` with periods inserted in each pass p (``periods[p]``: k periods of m steps, P cycles each, at step b):
+    step n ≥ b of the long run's pass is step n − i·m of the short one's, i = min((n − b) // m, k), i·P cycles
+    later, and every item of the pass later by the periods inserted in the passes before (written: -1 stays -1)."""
     out = []
     for items in short.items:
         by_step = {}
         for it in items:
-            by_step.setdefault(it[0], []).append(it)
-        last = max(by_step, default=0)
-        long = []
-        for n in range(1, last + k * m + 1):
-            i = 0 if n < b else min((n - b) // m, k)
-            for _, j, g, begin, end, written in by_step.get(n - i * m, ()):
-                d = i * P
-                long.append((n, j, g, begin + d, end + d, written + d if written >= 0 else -1))
+            by_step.setdefault((it[1] // blocks, it[0]), []).append(it)
+        long, before = [], 0
+        for p in sorted(periods):
+            b, m, P, k = periods[p]
+            last = max((step for pp, step in by_step if pp == p), default=0)
+            for n in range(1, last + k * m + 1 if last else 1):
+                i = 0 if n < b else min((n - b) // m, k)
+                d = before + i * P
+                for _, j, g, begin, end, written in by_step.get((p, n - i * m), ()):
+                    long.append((n, j, g, begin + d, end + d, written + d if written >= 0 else -1))
+            before += k * P
         out.append(long)
     return Outcome(out)
