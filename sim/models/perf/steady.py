@@ -44,7 +44,7 @@ __all__ = ["STEADY_ENV", "Outcome", "enabled", "blocks", "rotation", "probe", "e
 STEADY_ENV = "RNNPIPE_STEADY"
 #: the probes: the first holds ``FILL`` steps, four periods of the steps' rotation over the subsets and the margin;
 #: each next one is twice as long, up to ``PROBES`` of them
-FILL, PROBES = 8, 3
+FILL, PROBES = 4, 3
 #: periods tried, in rotations
 MAX_PERIOD = 8
 #: the runs extrapolated so far in this process (tests read it, to know the check was not vacuous)
