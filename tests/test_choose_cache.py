@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import sim.models.perf
+import sim.models.perf.answers
 from hdl.config import PRESETS
 from sim.models.choose import choose
 
@@ -21,7 +21,7 @@ def _no_predictions(monkeypatch):
     def predict(*args, **kwargs):
         raise AssertionError("predicted although the choice was cached")
 
-    monkeypatch.setattr(sim.models.perf, "predict", predict)
+    monkeypatch.setattr(sim.models.perf.answers, "predict", predict)   # where predict_requests finds it
 
 
 def test_a_cached_choice_is_the_same_choice_without_predicting(tmp_path, monkeypatch):

@@ -202,3 +202,23 @@ def test_predict_refuses_in_one_line(capsys, argv, message):
     assert main(["predict", "--hidden", "16", "--batch", "4", "--steps", "3", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
+
+
+def test_predict_objective_energy_says_which_choice_and_why(capsys):
+    """--objective energy: auto takes the least energy (then the fewest cycles) and says in one line where that is
+    not what the fewest cycles take, and which part of the energy saves the most; an unknown objective is one line."""
+    argv = ["predict", "--hidden", "32", "--input", "16", "--batch", "2", "--steps", "6"]
+    assert main(argv) == 0
+    lines = {line[:9].strip(): line for line in capsys.readouterr().out.splitlines()}
+    assert lines["schedule"].startswith("schedule G=2 w=1 (auto; predicted cycles ") and "objective" not in lines
+    fastest = int(lines["cycles"].split()[1])
+    assert main(argv + ["--objective", "energy"]) == 0
+    lines = {line[:9].strip(): line for line in capsys.readouterr().out.splitlines()}
+    assert lines["schedule"].startswith("schedule G=4 w=1 (auto, least energy; predicted cycles ")
+    assert "; energy (µJ) G=4 w=1 " in lines["schedule"]
+    why = lines["objective"]
+    assert why.startswith("objective energy: G=4 w=1, not the fastest G=2 w=1: ") and "its memory " in why
+    assert why.endswith(f"for {int(lines['cycles'].split()[1]) / fastest:.2f}× the cycles")
+    assert main(argv + ["--objective", "speed"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "objective must be one of cycles, energy, not 'speed'" in err

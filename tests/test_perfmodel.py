@@ -1,4 +1,4 @@
-"""The performance model (``sim/models/perf.py``) against the RTL, and on its own.
+"""The performance model (``sim/models/perf/``) against the RTL, and on its own.
 
 The sweep runs, per build, every workload in one simulator process: the configs of tests/test_rtl.py (their
 Verilator builds are shared; the default build's error is measured by ``make bench``). Together they cover S = 1…4,
@@ -31,11 +31,11 @@ SWEEP_CONFIGS = CONFIGS
 #: the bound on |predicted − RTL| / RTL cycles of every sweep point (issue 4); pipelined runs must match to
 #: the cycle (a hardware timing change the model misses shows there first)
 TOLERANCE = 0.02
-#: the ``shared`` memory model misses bank collisions (see sim/models/perf.py): a few-word output group
+#: the ``shared`` memory model misses bank collisions (see sim/models/perf/memory.py): a few-word output group
 #: meeting an input stream on the same bank costs the loser a cycle, which is up to ~13 % of a run whose
 #: items have little compute per word moved (H ≤ K·T in conventional mode). Checked, never silently.
 SHARED_TOLERANCE = 0.15
-#: the partitions G < S: ``sim.models.perf._Lap`` (G = 1) and ``_Groups`` (1 < G < S) send each item round the
+#: the partitions G < S: ``sim.models.perf.lap._Lap`` (G = 1) and ``_Groups`` (1 < G < S) send each item round the
 #: ring word by word but take a producer's own words as offered (a word held back by a passing one, or by a
 #: full FIFO, is not modelled): G = 1 is exact on every point here but one (a depth-2 FIFO, 16 cycles slow), the
 #: groups within 1 %; the error is printed per point (the one: 16 cycles of a 312-cycle run since the loader

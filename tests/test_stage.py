@@ -12,7 +12,7 @@ from hdl.timing import TIMING, Stage
 @pytest.mark.parametrize("seed", range(4))
 def test_words_pass_in_order_with_the_modelled_timing(seed):
     """Every word arrives once, in order; word n enters no earlier than the cycle after word n - 2 left and
-    is offered from TIMING.stage after it entered and after word n - 1 left (sim/models/perf.py's ``_Stage``);
+    is offered from TIMING.stage after it entered and after word n - 1 left (sim/models/perf/pipeline.py's ``_Stage``);
     ``i.ready`` never depends on ``o.ready`` in the same cycle."""
     rng = random.Random(seed)
     dut = Stage(unsigned(16))

@@ -201,6 +201,10 @@ def _add_run_commands(sub) -> None:
     q.add_argument("--latency", type=positive_real, metavar="MS",
                    help="search S, K and T for the smallest array (fewest MAC units) whose predicted latency, start "
                         "to the last sequence's last output, is within MS milliseconds at --clock-mhz (needed)")
+    q.add_argument("--objective", metavar="cycles|energy", default="cycles",   # sim.models.choose.OBJECTIVES
+                   help="what auto (--partition, --width, --stack) minimizes: the predicted cycles (default), or the "
+                        "energy (its events and words at --energy-table's pJ; then the cycles), saying where that "
+                        "takes another G or w than the fewest cycles would, and why")
     add_schedule_args(q)
     add_energy_args(q)
     add_clock_args(q)

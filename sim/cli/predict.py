@@ -59,12 +59,12 @@ def _clock(args, cfg) -> tuple[float | None, str]:
     return clock, note
 
 
-def _predict(args, cfg, bar=None):
+def _predict(args, cfg, bar=None, table=None):
     """The choice (partition, width, stack) the models make for ``args``' shape on ``cfg``, with its trace."""
     return choose(cfg, args.hidden, args.input, args.batch, args.steps, has_bias=not args.no_bias,
                   last_only=args.last_only, mode=args.mode, layers=args.layers, width=args.width,
                   partition=args.partition, cell=args.cell, progress=bar.update if bar else None,
-                  trace=True, stack=args.stack, state_in=args.c0)
+                  trace=True, stack=args.stack, state_in=args.c0, objective=args.objective, table=table)
 
 
 def _ends(args, c):
@@ -125,7 +125,7 @@ def cmd_predict(args) -> int:
     cfg, grown, regions = _build(args)
     clock, clock_note = _clock(args, cfg)
     with Progress("predicting the candidates (partition G, width w)") as bar:
-        c = _predict(args, cfg, bar)
+        c = _predict(args, cfg, bar, table)
     p = c.prediction
     if c.stack == "turn":           # the layers in turn: each layer's run, costed as its own
         e = summed([energy_from_model(cfg, lc.prediction, args.hidden, args.input if k == 0 else args.hidden,
@@ -147,7 +147,10 @@ def cmd_predict(args) -> int:
     print(f"workload cell={args.cell} H={args.hidden} I={args.input} B={args.batch} L={args.steps}{stack}"
           f"{', no bias' if args.no_bias else ''}{' (last step only)' if args.last_only else ''}, mode {args.mode}")
     print(f"schedule {c.describe()}: {J} column block{'s' if J > 1 else ''} of {c.width} per step")
-    print(f"model    {p.memory} memory model (sim/models/perf.py), energy table "
+    if args.objective == "energy":
+        why = c.why()
+        print(f"objective energy: {why}" if why else "objective energy: the fastest choice is the least energy too")
+    print(f"model    {p.memory} memory model (sim/models/perf/), energy table "
           f"{args.energy_table or 'default (Horowitz, ISSCC 2014, 45 nm)'}")
     writes = sum(v for k, v in p.traffic.items() if k.startswith("write_"))
     cycles, macs, memory = figure_lines(p.cycles, p.macs_useful, p.macs, p.utilization, reads, writes,

@@ -5,8 +5,9 @@ memory). A bidirectional workload runs in turn alone: each layer's directions a 
 reverse (``sim.models.workload.Workload.runs``), each with its own (G, w).
 
 ``auto`` predicts every legal choice (:func:`sim.models.perf.predict`) and takes the one with the fewest
-cycles — on a tie the patent's partition (G = S) and the smaller w. An explicit choice is checked and kept;
-``auto`` for one of the two searches only that one.
+cycles — on a tie the patent's partition (G = S) and the smaller w — or, with the ``energy`` objective, the least
+energy (``sim.models.energy``: the run's events and words, not its cycles), then the fewest cycles. An explicit
+choice is checked and kept; ``auto`` for one of the two searches only that one.
 
 The predictions of an ``auto`` choice take the model a second or two; ``choose(..., cache=folder)`` keeps the
 choice there (one small JSON file, keyed by the build, the run's shape and every source the model reads:
@@ -32,10 +33,13 @@ from hdl.placement import check_partition, partitions
 from sim.models.layout import check_width, widths
 from sim.models.workload import DIRECTIONS, writes_last_only
 
-__all__ = ["Choice", "STACKS", "check_stack", "choose", "choose_for", "PARALLEL_WORDS"]
+__all__ = ["Choice", "STACKS", "OBJECTIVES", "check_stack", "check_objective", "choose", "choose_for",
+           "PARALLEL_WORDS"]
 
 #: where a stack of layers runs: layer k on subset k (one run), or the layers in turn on every subset
 STACKS = ("subsets", "turn")
+#: what ``auto`` minimizes: the run's cycles, or its energy (then its cycles)
+OBJECTIVES = ("cycles", "energy")
 
 #: the key scheme of the cached choices (part of the key)
 _CACHE_KEY = "choice-v1"
@@ -56,6 +60,10 @@ class Choice:
     layers: tuple = ()        # "turn": every run's Choice, a layer's directions one after the other
     stacks: dict = field(default_factory=dict)   # a stack's places → predicted cycles (both weighed: auto)
     directions: int = 1       # "turn": each layer's runs (2: bidirectional, forward then reverse)
+    objective: str = "cycles"   # what auto minimized (OBJECTIVES)
+    energies: dict = field(default_factory=dict)   # objective energy: (G, w) → its sim.models.energy.Energy
+    fastest: tuple = ()       # objective energy: the (G, w) the cycles objective takes
+    rival: object = None      # objective energy: the stack's place the cycles objective takes, where another
 
     @property
     def auto(self) -> bool:
@@ -68,6 +76,47 @@ class Choice:
             return sum(c.cycles for c in self.layers)
         return self.predicted[self.partition, self.width]
 
+    def energy(self, fastest: bool = False):
+        """With the energy objective, the ``sim.models.energy.Energy`` of what was chosen (in turn: every layer's run,
+        summed), or (``fastest``) of what the fewest cycles take in the same place."""
+        if self.stack == "turn":
+            from sim.models.energy import summed
+
+            return summed([c.energy(fastest) for c in self.layers])
+        return self.energies[self._pick(fastest)]
+
+    def cycles_of(self, fastest: bool = False) -> int:
+        """:attr:`cycles`, or (``fastest``) those of what the fewest cycles take in the same place."""
+        if self.stack == "turn":
+            return sum(c.cycles_of(fastest) for c in self.layers)
+        return self.predicted[self._pick(fastest)]
+
+    def _pick(self, fastest: bool) -> tuple:
+        return self.fastest if fastest and self.fastest else (self.partition, self.width)
+
+    def _name(self, fastest: bool = False) -> str:
+        if self.stack == "turn":
+            return "in turn (" + ", ".join("G={} w={}".format(*c._pick(fastest)) for c in self.layers) + ")"
+        place = "layer k on subset k, " if len(self.stacks) > 1 or self.rival is not None else ""
+        return place + "G={} w={}".format(*self._pick(fastest))
+
+    def why(self) -> str | None:
+        """With the energy objective, where it took another choice (a G, a w, a stack's place) than the fewest cycles
+        would: which, and the part of the energy (``sim.models.energy.PARTS``) that saves the most; None where the
+        two take the same."""
+        if self.objective != "energy":
+            return None
+        fast = self.rival if self.rival is not None else self
+        if fast is self and self._name() == self._name(True):
+            return None
+        mine, theirs = self.energy(), fast.energy(True)
+        part = max(mine.parts, key=lambda k: theirs.parts[k] - mine.parts[k])
+        saved = theirs.parts[part] - mine.parts[part]
+        return (f"{self._name()}, not the fastest {fast._name(True)}: {mine.total_pj / 1e6:,.3f} µJ against "
+                f"{theirs.total_pj / 1e6:,.3f} µJ, its {part.replace('_', ' ')} {saved / 1e6:,.3f} µJ less "
+                f"({100 * saved / max(theirs.parts[part], 1e-12):.0f} %), for "
+                f"{self.cycles_of() / fast.cycles_of(True):.2f}× the cycles")
+
     def describe(self) -> str:
         if self.stack == "turn":
             chosen = "the layers in turn on every subset: " + ", ".join(
@@ -79,7 +128,18 @@ class Choice:
             f"G={g} w={w} {c}" for (g, w), c in self.predicted.items()]
         if len(self.stacks) > 1:
             weighed += [f"{'layer k on subset k' if k == 'subsets' else 'in turn'} {c}" for k, c in self.stacks.items()]
-        return f"{chosen} (auto; predicted cycles {', '.join(weighed)})" if weighed else chosen
+        if weighed and self.energies:
+            weighed[-1] += "; energy (µJ) " + ", ".join(f"G={g} w={w} {e.total_pj / 1e6:,.3f}"
+                                                        for (g, w), e in self.energies.items())
+        by = "" if self.objective == "cycles" else f", least {self.objective}"
+        return f"{chosen} (auto{by}; predicted cycles {', '.join(weighed)})" if weighed else chosen
+
+
+def check_objective(objective) -> str:
+    """One of :data:`OBJECTIVES`, or a UserError naming them."""
+    if objective not in OBJECTIVES:
+        raise UserError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    return objective
 
 
 def check_stack(stack) -> str:
@@ -92,11 +152,13 @@ def check_stack(stack) -> str:
 
 def _choose_stack(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has_bias: bool, last_only: bool,
                   layers: int, width, partition, cell: str, stack: str, cache, progress, trace: bool,
-                  requests: int = 1, state_in: bool = False, carry: bool = False, directions: int = 1) -> Choice:
+                  requests: int = 1, state_in: bool = False, carry: bool = False, directions: int = 1,
+                  objective: str = "cycles", table: dict | None = None) -> Choice:
     """A stack's place (:data:`STACKS`): each one it may take predicted (layer k on subset k needs G = S; in turn,
     every layer chooses its own G and w, the layers below the top writing every step: the next one's x), the
-    fewest cycles taken — on a tie layer k on subset k. A bidirectional stack (``directions`` 2) runs in turn,
-    every direction of every layer a run with its own G and w (its reverse direction's writing every step)."""
+    fewest cycles taken (the energy objective: the least energy) — on a tie layer k on subset k. A bidirectional
+    stack (``directions`` 2) runs in turn, every direction of every layer a run with its own G and w (its reverse
+    direction's writing every step)."""
     places = STACKS if check_stack(stack) == "auto" else (stack,)
     if partition not in ("auto", 0, cfg.subsets) or directions > 1:
         places = [p for p in places if p == "turn"] or places     # G < S: in turn (else the one-line error)
@@ -110,40 +172,48 @@ def _choose_stack(cfg: Config, hidden: int, input: int, batch: int, steps: int, 
             options[place] = choose(cfg, hidden, input, batch, steps, has_bias=has_bias, last_only=last_only,
                                     mode="pipelined", layers=layers, width=width, partition=partition, cell=cell,
                                     cache=cache, progress=progress, trace=trace, stack=None, requests=requests,
-                                    state_in=state_in, carry=carry)
+                                    state_in=state_in, carry=carry, objective=objective, table=table)
         else:
             per = tuple(choose(cfg, hidden, input if k == 0 else directions * hidden, batch, steps, has_bias=has_bias,
                                last_only=writes_last_only(k, d, layers, last_only), mode="pipelined", width=width,
                                partition=partition, cell=cell, cache=cache, progress=progress, trace=trace,
-                               state_in=state_in)
+                               state_in=state_in, objective=objective, table=table)
                         for k in range(layers) for d in range(directions))
             whole = None
             if all(c.prediction is not None for c in per):
                 from sim.models.perf import back_to_back
                 whole = back_to_back(cfg, [c.prediction for c in per])
             options[place] = Choice(per[0].partition, per[0].width, per[0].predicted, whole, "turn", per,
-                                    directions=directions)
+                                    directions=directions, objective=objective)
     cycles = {place: c.cycles for place, c in options.items()}
-    best = min(options, key=lambda place: (cycles[place], place != "subsets"))
-    return replace(options[best], stacks=cycles)
+    if objective == "cycles":
+        best = min(options, key=lambda place: (cycles[place], place != "subsets"))
+        return replace(options[best], stacks=cycles)
+    best = min(options, key=lambda place: (options[place].energy().total_pj, cycles[place], place != "subsets"))
+    fastest = min(options, key=lambda place: (options[place].cycles_of(True), place != "subsets"))
+    return replace(options[best], stacks=cycles, rival=options[fastest] if fastest != best else None)
 
 
 def choose(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has_bias: bool, last_only: bool,
            mode: str, layers: int = 1, width="auto", partition="auto", cell: str = "rnn",
            cache: Path | None = None, progress=None, trace: bool = False, stack: str | None = "auto",
-           requests: int = 1, state_in: bool = False, carry: bool = False, directions: int = 1) -> Choice:
+           requests: int = 1, state_in: bool = False, carry: bool = False, directions: int = 1,
+           objective: str = "cycles", table: dict | None = None) -> Choice:
     """The partition and width of one run (``cache``: a folder that keeps each choice for the next time;
     ``progress``: called as ``progress(done, total)`` as the candidates' predictions finish; ``trace``: the
     predictions keep their items' trace rows); for a stack (``layers`` > 1, mode pipelined) also where it runs
     (``stack``: auto or one of :data:`STACKS`); with ``requests`` > 1 the predictions are of that many requests
     back to back on one weight load (``sim.models.perf.predict_requests``; ``carry``: chunks of one stream, each
     from the state the one before wrote); ``state_in``: an LSTM's c0 is read (FLAGS state_in); ``directions`` 2: a
-    bidirectional workload, its layers' directions in turn."""
+    bidirectional workload, its layers' directions in turn; ``objective``: what ``auto`` minimizes (:data:`OBJECTIVES`;
+    ``energy`` at ``table``'s pJ, ``sim.models.energy.load_table``: one run, never cached)."""
+    if check_objective(objective) == "energy" and requests > 1:
+        raise UserError("the energy objective weighs one run; requests run back to back are chosen by cycles")
     if (layers > 1 or directions > 1) and mode == "pipelined" and stack is not None:
         return _choose_stack(cfg, hidden, input, batch, steps, has_bias=has_bias, last_only=last_only, layers=layers,
                              width=width, partition=partition, cell=cell, stack=stack, cache=cache,
                              progress=progress, trace=trace, requests=requests, state_in=state_in, carry=carry,
-                             directions=directions)
+                             directions=directions, objective=objective, table=table)
     if partition == "auto":
         gs = [g for g in partitions(cfg) if g == cfg.subsets or (mode == "pipelined" and layers == 1)]
     else:
@@ -153,7 +223,7 @@ def choose(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has_
              "last_only": last_only, "mode": mode, "layers": layers, "cell": cell, "candidates": [gs, ws],
              **({"requests": requests} if requests > 1 else {}), **({"state_in": True} if state_in else {}),
              **({"carry": True} if carry and requests > 1 else {})}
-    path = None if cache is None else Path(cache) / f"{_cache_key(cfg, shape)}.json"
+    path = None if cache is None or objective != "cycles" else Path(cache) / f"{_cache_key(cfg, shape)}.json"
     if path is not None and path.exists():
         try:
             saved = json.loads(path.read_text())
@@ -166,9 +236,18 @@ def choose(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has_
                             last_only=last_only, mode=mode, layers=layers, cell=cell, trace=trace, state_in=state_in,
                             carry=carry)
     candidates = [(g, w) for g in gs for w in ws]
-    runs = _predict_all(run, candidates, _words(cfg, hidden, batch, steps, layers, ws), progress)
-    best = min(runs, key=lambda gw: (runs[gw].cycles, gw[0] != cfg.subsets, gw[1]))
-    choice = Choice(best[0], best[1], {gw: p.cycles for gw, p in runs.items()}, runs[best])
+    runs = _predict_all(run, candidates, _words(cfg, hidden, batch, steps, layers, mode, candidates), progress)
+    fastest = min(runs, key=lambda gw: (runs[gw].cycles, gw[0] != cfg.subsets, gw[1]))
+    if objective == "cycles":
+        choice = Choice(fastest[0], fastest[1], {gw: p.cycles for gw, p in runs.items()}, runs[fastest])
+    else:
+        from sim.models.energy import energy_from_model
+
+        energies = {gw: energy_from_model(cfg, p, hidden, input, batch, steps, last_only=last_only, mode=mode,
+                                          layers=layers, cell=cell, table=table) for gw, p in runs.items()}
+        best = min(runs, key=lambda gw: (energies[gw].total_pj, runs[gw].cycles, gw[0] != cfg.subsets, gw[1]))
+        choice = Choice(best[0], best[1], {gw: p.cycles for gw, p in runs.items()}, runs[best], objective=objective,
+                        energies=energies, fastest=fastest)
     if path is not None:
         _write(path, {"partition": choice.partition, "width": choice.width,
                       "predicted": [[g, w, c] for (g, w), c in choice.predicted.items()]})
@@ -184,11 +263,20 @@ def choose_for(cfg: Config, w, *, last_only: bool, mode: str, width="auto", part
                   stack=stack, requests=requests, state_in=w.has_c0, carry=carry, directions=w.directions)
 
 
-def _words(cfg: Config, hidden: int, batch: int, steps: int, layers: int, widths: list[int]) -> int:
+def _words(cfg: Config, hidden: int, batch: int, steps: int, layers: int, mode: str,
+           candidates: list[tuple[int, int]]) -> int:
     """The output words the candidates' predictions move, summed: what their time grows with (the model spends a few
-    microseconds on each: about 1.5 s for 400,000, the H = I = 1024 LSTM's at batch 16 and 100 steps)."""
+    microseconds on each: about 1.5 s for 400,000, the H = I = 1024 LSTM's at batch 16 and 100 steps) — a run the
+    model extrapolates from its steady state (``sim.models.perf.steady``) as its probe's, twice the first."""
+    from sim.models.perf import steady  # lazy, as the model
+
     R = -(-hidden // cfg.tile)
-    return sum(steps * layers * -(-batch // w) * w * R for w in widths)
+    out = 0
+    for g, w in candidates:
+        simulated = min(steps, 2 * steady.probe(cfg.subsets, steady.rotation(baseline=mode != "pipelined",
+                                                                              layers=layers, groups=g)))
+        out += simulated * layers * -(-batch // w) * w * R
+    return out
 
 
 def _predict_all(run, candidates: list[tuple[int, int]], words: int, progress) -> dict:

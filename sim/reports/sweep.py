@@ -2,7 +2,7 @@
 
 Sweeps batch, subsets (at a fixed number of MAC units), memory bandwidth and steps around one build; each
 point runs each mode at its best column-block width (``sim.models.choose``) and counts useful MACs only.
-The analytic model (``sim/models/perf.py``) gives every point; the RTL runs where one build can run it
+The analytic model (``sim/models/perf/``) gives every point; the RTL runs where one build can run it
 (batch and steps on the chosen build), so each plot shows model lines and RTL markers together. A
 GPU-scale point (128 CUs as 4 subsets of 32, hidden 1024, batch 64) comes from the model.
 """

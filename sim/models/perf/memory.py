@@ -1,0 +1,273 @@
+"""The memory as the run's processes see it, in two forms behind :func:`memory_model`: word by word
+(:class:`_BankedMemory`, an AXI build's :class:`_AxiMemory`: ``request`` runs of words, ``done`` at the last grant)
+or a pool shared fairly (:class:`_SharedMemory`: ``stream`` n words, resolved at the last grant); ``word_level``
+says which."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+
+from hdl.config import Config
+from hdl.csr import client_writes, memory_clients
+from hdl.timing import TIMING
+
+from .kernel import _EPS, _Future, _Kernel
+
+
+class _Request:
+    """A client's run of read or write requests through address segments ``(first, length)``: the client
+    presents one word a cycle from ``at``, each accepted into the client's request queue in a cycle the
+    queue has room (then the next is presented the cycle after); the queue's words are granted in order."""
+    __slots__ = ("at", "start", "segments", "seg", "addr", "seg_left", "left", "queued", "grants", "accepted",
+                 "done")
+
+    def __init__(self, at: int, segments: list):
+        self.at = self.start = at
+        self.segments = segments
+        self.seg = 0
+        self.addr, self.seg_left = segments[0]
+        self.left = sum(n for _, n in segments)     # words not yet accepted
+        self.queued = 0                             # words accepted, not yet granted
+        self.grants = []
+        self.accepted = _Future()   # the cycle the last word was accepted
+        self.done = _Future()       # the cycle of the last grant
+
+
+class _BankedMemory:
+    """``hdl/memory/`` word by word. Each client has a request queue of ``TIMING.mem_queue`` words: a word is
+    accepted in cycle ``t`` when the queue held fewer than ``TIMING.mem_queue`` words at the start of ``t``
+    (``ready`` is a register; a word granted in ``t - 1`` still holds its place in ``t``: the grant is
+    registered), and arbitrated from ``t + 1`` on, behind the client's earlier words. Word
+    ``addr`` is in bank ``addr % P``; each bank grants one queue head a cycle, the first at or after its
+    round-robin pointer, which then moves past it; clients are numbered as ``hdl.csr.memory_clients``.
+    Cycle ``t`` is worked out at time ``t + 0.5``, after every process of cycle ``t`` has made its
+    requests: first the grants (among the words queued before ``t``), then the acceptances."""
+    word_level = True
+
+    def __init__(self, kernel: _Kernel, cfg: Config):
+        self._k = kernel
+        self._banks = cfg.mem_bandwidth
+        self._depth = TIMING.mem_queue
+        self._n = len(memory_clients(cfg))
+        self._pointer = [0] * self._banks
+        self._pending = {}          # client: its run of requests still presenting words
+        self._queues = [deque() for _ in range(self._n)]    # per client: (run, address) accepted, not granted
+        self._leaving = (-1, ())    # (cycle, clients granted in it): a granted head holds its place a cycle more
+        self._next = None
+        self.arbitrated = -1
+        self.last_grant = -1        # of any word: ``busy`` is low from the cycle after
+        self.late = 0               # requests made for a cycle already arbitrated (a model bug if not 0)
+
+    def _bank(self, client: int, addr: int) -> int:
+        return addr % self._banks
+
+    def _held(self, client: int, t: int, leaving) -> int:
+        """Places in the client's queue at the start of cycle ``t`` besides its queued words: a head granted in
+        the last cycle leaves in this one."""
+        return int(client in leaving)
+
+    def _choose(self, bank: int, clients: list[int], queues) -> int:
+        """The client whose head bank ``bank`` grants: the first at or after the round robin's pointer."""
+        p, n = self._pointer[bank], self._n
+        c = clients[0] if len(clients) == 1 else min(clients, key=lambda c: (c - p) % n)
+        self._pointer[bank] = (c + 1) % n
+        return c
+
+    def request(self, client: int, at: int, segments: list) -> _Request:
+        if at <= self.arbitrated:
+            self.late += 1
+            at = self.arbitrated + 1
+        rq = _Request(at, segments)
+        assert client not in self._pending
+        self._pending[client] = rq
+        self._wake(at)
+        return rq
+
+    def _wake(self, at):
+        if self._next is None or at < self._next:
+            self._next = at
+            self._k.call_at(at + 0.5, self._cycle)
+
+    def _cycle(self):
+        t = math.floor(self._k.now)
+        if t != self._next:
+            return                  # superseded by an earlier wake-up
+        self._next = None
+        pending, queues = self._pending, self._queues
+        # ready, as registered at the start of the cycle (a head granted in the last cycle leaves in this one)
+        leaving = self._leaving[1] if self._leaving[0] == t - 1 else ()
+        room = [c for c in pending if len(queues[c]) + self._held(c, t, leaving) < self._depth]
+        granted = []
+        by_bank = {}
+        for c, q in enumerate(queues):
+            if q:
+                by_bank.setdefault(self._bank(c, q[0][1]), []).append(c)
+        for b, cs in by_bank.items():
+            c = self._choose(b, cs, queues)
+            rq, _ = queues[c].popleft()
+            granted.append(c)
+            rq.grants.append(t)
+            rq.queued -= 1
+            self.last_grant = t
+            if not rq.left and not rq.queued:
+                self._k.resolve(rq.done, t)
+        for c in room:
+            rq = pending[c]
+            if rq.at > t:
+                continue
+            queues[c].append((rq, rq.addr))
+            rq.queued += 1
+            rq.left -= 1
+            if rq.left:
+                rq.at = t + 1
+                rq.seg_left -= 1
+                if rq.seg_left:
+                    rq.addr += 1
+                else:
+                    rq.seg += 1
+                    rq.addr, rq.seg_left = rq.segments[rq.seg]
+            else:
+                del pending[c]
+                self._k.resolve(rq.accepted, t)
+        self._leaving = (t, granted)
+        self.arbitrated = t
+        if any(queues):
+            self._wake(t + 1)
+        elif pending:
+            self._wake(max(t + 1, min(rq.at for rq in pending.values())))
+
+
+class _AxiMemory(_BankedMemory):
+    """An AXI build's memory (``hdl.axi.AxiMaster`` and the board's memory behind it), as two banks: the read
+    channels serve one read word a cycle, the write channels one write, each round robin over its clients;
+    ``mem_latency`` is then from a read's grant to its data at the client (:func:`_memory_view`)."""
+
+    def __init__(self, kernel: _Kernel, cfg: Config):
+        super().__init__(kernel, cfg)
+        self._writes = [bool(client_writes(name)) for name in memory_clients(cfg)]
+        from hdl.axi.bus import MAX_BURST  # lazy: hdl.axi imports the AXI gateware, which an internal build needs not
+
+        self._depth = MAX_BURST
+        self._burst = [None, None]          # per channel: (client, next address, beats left) of the open burst
+        self._latency = cfg.mem_latency
+        self._flight = [deque() for _ in self._writes]   # per reading client: the cycles its reads were granted
+
+    def _held(self, client: int, t: int, leaving) -> int:
+        """A reading client's queue keeps each read until its data is back (``hdl.axi.AxiMaster``)."""
+        flight = self._flight[client]
+        while flight and flight[0] + self._latency < t:
+            flight.popleft()
+        return len(flight) + int(client in leaving and self._writes[client])
+
+    def _bank(self, client: int, addr: int) -> int:
+        return int(self._writes[client])
+
+    def _choose(self, bank: int, clients: list[int], queues) -> int:
+        """A read burst keeps the channel while its client's next words follow on (up to MAX_BURST words)."""
+        burst = self._burst[bank]
+        if bank == 0 and burst and burst[0] in clients and queues[burst[0]][0][1] == burst[1] and burst[2]:
+            c = burst[0]
+        else:
+            c = super()._choose(bank, clients, queues)
+            burst = (c, queues[c][0][1], self._depth)
+        self._burst[bank] = (c, burst[1] + 1, burst[2] - 1)
+        if bank == 0:
+            self._flight[c].append(math.floor(self._k.now))
+        return c
+
+
+#: the AXI master's registers on a read's way (its AR register, its response register), in cycles
+AXI_MASTER_STAGES = 2
+
+
+def _memory_view(cfg: Config) -> Config:
+    """The build as the memory models see it. An AXI build's ``mem_latency`` is its board memory's read latency
+    on the bus (an AR's handshake to its first R beat: the test bench's AxiRam answers in 2, ``tb.axi``), its
+    memory two channels (reads, writes): the model's grant-to-data latency adds the master's registers."""
+    if cfg.bus != "axi":
+        return cfg
+    return cfg.replace(mem_bandwidth=2, mem_latency=cfg.mem_latency + AXI_MASTER_STAGES)
+
+
+class _SharedMemory:
+    """The memory as a pool of P words a cycle, shared fairly by the clients that stream (processor
+    sharing: m streams get min(1, P / m) words a cycle each — what per-bank round robin gives streams of
+    consecutive addresses, minus the odd cycle lost when two of them start on the same bank).
+    :meth:`stream` starts n requests now; its future resolves to the cycle of the last grant."""
+    word_level = False
+
+    def __init__(self, kernel: _Kernel, ports: int):
+        self._k = kernel
+        self._ports = ports
+        self._active = []          # heap of (virtual finish, seq, future)
+        self._v = 0.0              # words granted to each active stream so far
+        self._t = 0.0
+        self._version = 0
+        self._seq = 0
+
+    def _rate(self) -> float:
+        m = len(self._active)
+        return 1.0 if m <= self._ports else self._ports / m
+
+    def _sync(self):
+        now = self._k.now
+        if self._active:
+            self._v += self._rate() * (now - self._t)
+        self._t = now
+
+    def stream(self, words: int) -> _Future:
+        self._sync()
+        fut = _Future()
+        if not self._active and self._alone(words, fut):
+            return fut
+        heapq.heappush(self._active, (self._v + words, self._seq, fut))
+        self._seq += 1
+        self._reschedule()
+        return fut
+
+    def _alone(self, words: int, fut: _Future) -> bool:
+        """A stream that starts with no other and ends before any other event: its grants are known now. Works out
+        what :meth:`_reschedule` and :meth:`_finish` would, with the same floating-point steps, moves the clock to
+        its end and resolves ``fut`` (the caller's next wait returns at once, as the kernel would resume it then);
+        False, changing nothing, when another event comes first."""
+        k = self._k
+        start, v = k.now, self._v
+        end = v + words
+        finish = start + (end - v) / 1.0                  # _reschedule: one stream, rate 1
+        heap = k._heap
+        if heap and heap[0][0] <= finish:
+            return False
+        granted = v + 1.0 * (finish - start)              # _finish's _sync
+        if end > granted + _EPS:
+            return False
+        k.now = finish
+        self._v, self._t = granted, finish
+        self._seq += 1
+        self._version += 2                                # the reschedules of the start and the end
+        fut.value = math.ceil(finish - _EPS) - 1
+        return True
+
+    def _reschedule(self):
+        self._version += 1
+        if self._active:
+            finish = self._k.now + (self._active[0][0] - self._v) / self._rate()
+            version = self._version
+            self._k.call_at(finish, lambda: self._finish(version))
+
+    def _finish(self, version):
+        if version != self._version:
+            return
+        self._sync()
+        last_grant = math.ceil(self._k.now - _EPS) - 1
+        while self._active and self._active[0][0] <= self._v + _EPS:
+            self._k.resolve(heapq.heappop(self._active)[2], last_grant)
+        self._reschedule()
+
+
+def memory_model(kernel: _Kernel, cfg: Config, word_level: bool):
+    """The run's memory: word by word (an AXI build's channels, or the banks) or, not ``word_level``, shared."""
+    if not word_level:
+        return _SharedMemory(kernel, cfg.mem_bandwidth)
+    return (_AxiMemory if cfg.bus == "axi" else _BankedMemory)(kernel, cfg)
