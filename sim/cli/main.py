@@ -48,7 +48,8 @@ def add_shape_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("--steps", type=positive, required=True, help="L, time steps")
     q.add_argument("--no-bias", action="store_true", help="leave the bias out")
     q.add_argument("--layers", type=positive, default=1,
-                   help="N stacked layers (PyTorch num_layers; the hardware runs layer k on subset k)")
+                   help="N stacked layers (PyTorch num_layers; each layer on a subset of its own or the layers in "
+                        "turn, each on every subset: --stack)")
     q.add_argument("--cell", choices=CELLS, default="rnn",
                    help="the recurrent cell: rnn (Elman, tanh), lstm, gru (PyTorch gate order; DESIGN.md §3)")
 
@@ -101,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--batch", type=positive, help="B, batch size")
     q.add_argument("--steps", type=positive, help="L, time steps")
     q.add_argument("--layers", type=positive,
-                   help="N stacked layers, layer k on subset k (default 1; a workload gives its own)")
+                   help="N stacked layers, drawn as one run with layer k on subset k (default 1; a workload gives "
+                        "its own)")
     q.add_argument("--partition", type=positive, default=0, metavar="G",
                    help="the groups the clusters form: S (default, the patent's subsets) or 1 (every subset on "
                         "every item)")
