@@ -5,7 +5,8 @@ Verilator builds are shared; the default build's error is measured by ``make ben
 K = 1, 2, T = 4, 8, memory bandwidth 1…3, ring FIFOs of 2…8 words, both modes, batches of fewer, as many
 and more column blocks than subsets, steps below and above S, with and without bias, every step or only
 the last written. On every point the traffic counters must equal :func:`sim.models.perf.traffic` exactly
-and :func:`sim.models.perf.predict`'s cycles must be within ±2 % of the RTL's CYCLES counter. Each point's
+and :func:`sim.models.perf.predict`'s cycles must be the RTL's CYCLES counter, to the cycle, in every mode and
+partition. Each point's
 error is printed (and recorded as a test property), for the word-level memory model that ``predict``
 uses at these sizes and for the ``shared`` memory model it uses on runs too big for that.
 """
@@ -28,19 +29,10 @@ from sim.models.workload import random_workload
 SWEEP_CONFIGS = CONFIGS
 # The default build's model error is measured by `make bench` (reports/bench.md): its Verilator build
 # alone would cost the unit suite a minute or more.
-#: the bound on |predicted − RTL| / RTL cycles of every sweep point (issue 4); pipelined runs must match to
-#: the cycle (a hardware timing change the model misses shows there first)
-TOLERANCE = 0.02
 #: the ``shared`` memory model misses bank collisions (see sim/models/perf/memory.py): a few-word output group
 #: meeting an input stream on the same bank costs the loser a cycle, which is up to ~13 % of a run whose
 #: items have little compute per word moved (H ≤ K·T in conventional mode). Checked, never silently.
 SHARED_TOLERANCE = 0.15
-#: the partitions G < S: ``sim.models.perf.lap._Lap`` (G = 1) and ``_Groups`` (1 < G < S) send each item round the
-#: ring word by word but take a producer's own words as offered (a word held back by a passing one, or by a
-#: full FIFO, is not modelled): G = 1 is exact on every point here but one (a depth-2 FIFO, 16 cycles slow), the
-#: groups within 1 %; the error is printed per point (the one: 16 cycles of a 312-cycle run since the loader
-#: reads two words a cycle, 5.1 %)
-PERSISTENT_TOLERANCE = 0.06
 
 
 def sweep_cases(cfg: Config) -> list[tuple[str, object, bool, str, int, int]]:
@@ -129,11 +121,9 @@ def test_model_matches_rtl(name, record_property, capsys):
         lines.append(f"  {label:40} {mode:12} {w.hidden:3} {w.input:3} {w.batch:3} {w.steps:3}  {res.cycles:7} "
                      f"{p.cycles:7} {100 * error:+6.2f}%  {100 * shared_error:+6.2f}%")
         record_property(f"{label} {mode}", f"{100 * error:+.2f}% (shared {100 * shared_error:+.2f}%)")
-        persistent = g not in (0, cfg.subsets)
-        if (abs(error) > (PERSISTENT_TOLERANCE if persistent else TOLERANCE)
-                or (mode == "pipelined" and not persistent and p.cycles != res.cycles)):
+        if p.cycles != res.cycles:
             problems.append(f"{label} ({mode}): model {p.cycles} cycles, RTL {res.cycles} ({100 * error:+.2f} %)")
-        if abs(shared_error) > SHARED_TOLERANCE + (PERSISTENT_TOLERANCE if persistent else 0):
+        if abs(shared_error) > SHARED_TOLERANCE:
             problems.append(f"{label} ({mode}): shared-memory model {shared.cycles} cycles, RTL {res.cycles}")
         assert p.macs == res.counters["macs"]
         assert list(p.busy) == [res.counters[f"busy{s}"] for s in range(cfg.subsets)], "busy counters"

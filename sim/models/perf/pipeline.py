@@ -9,13 +9,12 @@ from dataclasses import dataclass
 from hdl.config import Config
 from hdl.csr import loader_ports, memory_clients
 from hdl.run import placement, rules
-from hdl.run.order import next_subset, stacked_items, subset_items
+from hdl.run.order import stacked_items, subset_items
 from hdl.timing import TIMING
 
 from .kernel import _EPS, _Future, _Kernel
-from .lap import _Groups, _Lap, _LapPort
-from .memory import _Request, memory_model
-from .ring import _Link, _Opening
+from .memory import memory_model
+from .ring import _Opening, _Ring
 from .traffic import _Shape
 
 
@@ -50,60 +49,38 @@ class _Item:
         return sum(n for _, n in self.fetch)
 
 
-class _Stage:
-    """``hdl.timing.Stage`` in front of a sink (the memory's queue, a ring FIFO), word by word: word n enters no
-    earlier than the cycle after word n - 2 left it (two places), and is offered to the sink from the cycle
-    after it entered and after word n - 1 left."""
+class _StoreStage:
+    """``hdl.timing.Stage`` in front of the memory's store queue, word by word: word n enters no earlier than the cycle
+    after word n − 1 entered and word n − 2 left it (two places), and is offered to the queue from the cycle after it
+    entered and after word n − 1 left. The serializer waits only for the entry; each word's request is made by a
+    process of its own once the word before it has left."""
 
-    def __init__(self):
-        self._entered = -2
-        self._left = [-2, -2]          # when words n - 2 and n - 1 left
-
-    def enter(self, start: int) -> tuple[int, int]:
-        """The next word, sent from ``start``: (the cycle it enters, the first cycle it is offered)."""
-        entered = max(start, self._entered + 1, self._left[0] + 1)
-        self._entered = entered
-        return entered, max(entered + TIMING.stage, self._left[1] + 1)
-
-    def leave(self, cycle: int):
-        """The sink took the last word offered in ``cycle``."""
-        self._left = [self._left[1], cycle]
-
-    def push(self, link, start: int):
-        """The next word, sent from ``start``, through this stage into ring ``link``; returns (via ``yield
-        from``) the cycle it entered the stage."""
-        entered, offered = self.enter(start)
-        self.leave((yield from link.push(offered)))
-        return entered
-
-
-class _RingStage:
-    """:class:`_Stage` in front of a ring :class:`_Link`, whose writes into the link go on in processes of their own,
-    word after word: a word enters once the word two back has left (its own leaving, which waits for the receiver,
-    holds up no one), so the serializer's memory writes are asked for in their cycles however the ring stands."""
-
-    def __init__(self, kernel: _Kernel):
-        self._k = kernel
+    def __init__(self, kernel: _Kernel, memory, client: int):
+        self._k, self._mem, self._client = kernel, memory, client
         self._entered = -2
         self._left = [_Future(), _Future()]         # words n - 2 and n - 1 left the stage
         for fut in self._left:
             kernel.resolve(fut, -2)
+        self.done = None                            # the last word's grant
 
-    def push(self, link, start: int):
-        """The next word, sent from ``start``: returns (via ``yield from``) the cycle it entered the stage."""
+    def enter(self, start: int, addr: int):
+        """The write of word ``addr``, sent from ``start``: returns (via ``yield from``) the cycle it entered."""
         two_back, previous = self._left
         yield two_back
         entered = max(start, self._entered + 1, two_back.value + 1)
         self._entered = entered
-        left = _Future()
-        self._k.spawn(self._write(link, entered, previous, left))
+        left, self.done = _Future(), _Future()
+        self._k.spawn(self._request(addr, entered, previous, left, self.done))
         self._left = [previous, left]
         return entered
 
-    def _write(self, link, entered: int, previous: _Future, left: _Future):
-        """Offered from the cycle after it entered and after the word before left; ``left`` when the link took it."""
+    def _request(self, addr: int, entered: int, previous: _Future, left: _Future, done: _Future):
         yield previous
-        self._k.resolve(left, (yield from link.push(max(entered + TIMING.stage, previous.value + 1))))
+        rq = self._mem.request(self._client, max(entered + TIMING.stage, previous.value + 1), [(addr, 1)])
+        yield rq.accepted
+        self._k.resolve(left, rq.accepted.value)
+        yield rq.done
+        self._k.resolve(done, rq.done.value)
 
 
 class _Subset:
@@ -142,7 +119,8 @@ class _Run:
         self.W = W
         self.Kin = [Kin] * S                # input row blocks per subset (stacked: 2R above layer 0)
         self.wait_j = 0                     # stacked: an item waits for the one J earlier (its h_{t-1})
-        self.out_links = None               # persistent: each subset's own port into the ring
+        self.ring = None                    # pipelined: the ring (``.ring._Ring``)
+        self.ring_group = list(range(S))    # whose ring items a subset's are (its group's), for the record
         clients = memory_clients(cfg)
         self.fetch_client = [clients.index(f"fetch{s}") for s in range(S)]
         self.store_client = [clients.index(f"store{s}") for s in range(S)]
@@ -199,11 +177,11 @@ class _Run:
                                        out_at(n, j), state=state_at(n, s, j)))
                 self.subsets.append(_Subset(items, W))
                 self.Kin[s] = rules.rows_of_layer(s, R, Ri)
-            self.links = [_Link(self.k, self.mem, cfg.fifo_depth, R * W) for _ in range(S)]
+            self.ring = _Ring(self.k, cfg, S, list(range(S)), R * W, word_level)
         elif not conventional:
             # each group's members run its items (hdl.run.order.subset_items of the group), their own row blocks of
-            # each (hdl.run.placement); h_t goes to the next subset (G = S: a _Link into each), round the ring (G = 1:
-            # _Lap) or on to the next group (_Groups)
+            # each (hdl.run.placement); h_t goes to the next subset (G = S), round the ring (G = 1) or on to the next
+            # group
             G = partition
             owners = [s for s in range(S) if self._rows(cfg, R, s, G)]
             for s in range(S):
@@ -216,15 +194,8 @@ class _Run:
                     items.append(_Item(n, j, fetch, 0, n > 1, rows, n != L, not last_only or n == L, out_at(n, j),
                                        state=state_at(n, 0, j)))
                 self.subsets.append(_Subset(items, W))
-            if G == S:
-                self.links = [_Link(self.k, self.mem, cfg.fifo_depth, R * W) for _ in range(S)]  # link s feeds s
-            else:
-                self.lap = (_Lap(self.k, S, owners, R * W, cfg.fifo_depth) if G == 1 else
-                            _Groups(self.k, cfg, G, owners, R * W))
-                if record:      # each word's cycles round the ring, for the steady state (``steady._signatures``)
-                    self.lap.log = {}
-                self.links = [_LapPort(self.lap, s) for s in range(S)]
-                self.out_links = self.links
+            self.ring = _Ring(self.k, cfg, G, owners, R * W, word_level)
+            self.ring_group = [placement.group_of(cfg, s, G) for s in range(S)]
         else:
             self.release = [None] + [_Future() for _ in range(L)]   # release[n]: step n's items handed out
             for s in range(S):
@@ -241,14 +212,15 @@ class _Run:
                         items.append(_Item(n, j, fetch, a_words if fetch_a else 0, False, rows, False, True,
                                            out_at(n, j), self.release[n], state_at(n, 0, j)))
                 self.subsets.append(_Subset(items, W))
-            self.links = [None] * S
+        if record and self.ring:            # each word's cycles on each link, for the steady state
+            self.ring.log = {}
 
     # -- processes --
     def _fill(self, s: int):
         """Take items, fill input buffer halves from memory and the ring (``hdl/subset/``, fill side)."""
         cfg, k, mem = self.cfg, self.k, self.mem
         sub = self.subsets[s]
-        link = self.links[s]
+        ring = self.ring
         lat = cfg.mem_latency + TIMING.response      # from a grant to the buffer write (or the tile's word)
         ring_item = 0
         for n, it in enumerate(sub.items):
@@ -275,20 +247,22 @@ class _Run:
                     fut = rq.done
                 opening = _Opening(t, rq, it.tiles, lat)
             else:
+                opening = _Opening(t)
+            if it.ring:
+                ring.open(s, ring_item, opening)
+            if not mem.word_level:
                 q = t + TIMING.stage
                 yield q + 1                         # requests queued from q are granted from q + 1
                 q = max(q, math.ceil(k.now - _EPS) - 1)
                 words = it.fetch_words
                 fut = mem.stream(words) if words else None
                 # responses hold the buffer port one a cycle from q + 1 + latency (uncontended grants)
-                first = q + 1 + lat + it.tiles
-                opening = _Opening(t, first=first, end=q + 1 + lat + words)
+                opening.first, opening.end = q + 1 + lat + it.tiles, q + 1 + lat + words
             last = t - 1                            # ``filled``: the cycle of the last buffer write
             if not it.ring and not it.fetch:
                 last = t                            # nothing to write: ``filled`` in the first FILL cycle
             if it.ring:
-                link.open(ring_item, opening)
-                rec = link.received(ring_item)
+                rec = ring.received(s, ring_item)
                 ring_item += 1
                 yield rec
                 last = max(last, rec.value)
@@ -336,76 +310,68 @@ class _Run:
         cfg, k, mem = self.cfg, self.k, self.mem
         sub = self.subsets[s]
         K, W, R = cfg.clusters, self.W, self.sh.R
-        link = self.out_links[s] if self.out_links else self.links[next_subset(s, cfg.subsets)]
         client = self.store_client[s]
-        store_stage, ring_stage = _Stage(), _RingStage(k) if isinstance(link, _Link) else _Stage()
+        store_stage, ring = _StoreStage(k, mem, client) if mem.word_level else None, self.ring
         gd = -1
         q = 0
+        sent = 0                                    # the subset's ring items so far
         for n, it in enumerate(sub.items):
             stored = None                           # the item's last memory write (word level: its request)
-            gate = -1                               # persistent: the item's words wait for the ordering rule
-            if isinstance(link, _LapPort) and it.to_ring:
-                link.words = sum(present for _, present in it.rows) * W
-                fut = link.gate()
-                if fut is not None:
-                    yield fut
-                    # a gate that resolves later than the cycle it names holds nothing in a cycle already past
-                    gate = max(fut.value + 1, math.ceil(k.now - _EPS))
-            for first, present in it.rows:
+            key = (self.ring_group[s], sent)
+            last_round = len(it.rows) - 1
+            for round_, (first, present) in enumerate(it.rows):
                 for w in range(W):
                     yield sub.outq[q]
-                    head = max(sub.outq[q].value + TIMING.fifo, gd + 1, gate)
+                    head = max(sub.outq[q].value + TIMING.fifo, gd + 1)
                     last = head - 1                 # the cycle the previous word of the group left
+                    # the item's last ring word: its last group's last real word (``hdl.subset.forward``)
+                    ends = round_ == last_round and w == W - 1
                     n_stores = len(it.stores(0, R, 0))
                     if not n_stores and not it.to_ring:
                         last = head + present - 1   # stacked top layer, kept steps only: one word a cycle
-                    elif mem.word_level and not n_stores:
-                        for _ in range(present):
-                            last = yield from ring_stage.push(link, last + 1)
                     elif mem.word_level:
                         for c in range(present):
                             # the word leaves when both sinks took it: the store's stage each of its writes in turn,
-                            # the ring's its word (each as its stage has room; the two sides independent)
+                            # the forwarder its word (the two sides independent)
                             start = last + 1
                             last = start - 1
+                            taken = ring.present(s, start, ends and c == present - 1, key) if it.to_ring else None
                             for addr in it.stores(w, R, first + c):
-                                last, offered = store_stage.enter(last + 1)
-                                stored = mem.request(client, offered, [(addr, 1)])
-                                yield stored.accepted
-                                store_stage.leave(stored.accepted.value)
-                            if it.to_ring:
-                                last = max(last, (yield from ring_stage.push(link, start)))
+                                last = yield from store_stage.enter(last + 1, addr)
+                                stored = store_stage.done
+                            if taken is not None:
+                                yield taken
+                                last = max(last, taken.value)
                     else:
-                        # the group's words as one stream, offered TIMING.stage after the serializer sends them
-                        yield head + TIMING.stage
-                        head = max(head, math.ceil(k.now - _EPS) - TIMING.stage)
-                        at = head + TIMING.stage
+                        # the group's words to the ring one after the other, and as one stream to the memory,
+                        # offered TIMING.stage after the serializer sends them
                         last = head - 1
-                        grant = None
-                        if n_stores:
-                            fut = mem.stream(present * n_stores)
-                            yield fut
-                            grant = fut.value
-                            stored = grant + 1              # the queue's grant, a cycle after acceptance
+                        taken = None
                         if it.to_ring:
-                            span = (grant - at + 1) if grant is not None else present
-                            if span == present:
-                                written = yield from link.push_run(at, present)
-                            else:
-                                # memory grants spread over the group: ring words go out as they do
-                                written = at - 1
-                                for c in range(present):
-                                    start = max(written + 1, at + (((c + 1) * span + present - 1) // present) - 1)
-                                    written = yield from link.push(start)
-                            last = written - TIMING.stage
-                        elif grant is not None:
-                            last = grant - TIMING.stage
+                            head = math.ceil(head - _EPS)
+                            taken = ring.present(s, head, ends and present == 1, key)
+                        fut = None
+                        if n_stores:
+                            yield head + TIMING.stage
+                            fut = mem.stream(present * n_stores)
+                        for c in range(1, present + 1 if taken else 0):
+                            yield taken
+                            last = taken.value
+                            if c < present:
+                                taken = ring.present(s, last + 1, ends and c == present - 1, key)
+                        if fut is not None:
+                            yield fut
+                            stored = fut.value + 1              # the queue's grant, a cycle after acceptance
+                            last = max(last, math.ceil(fut.value - _EPS) - TIMING.stage)
                     gd = last + (K - present)       # absent row blocks past R take their cycle too
                     k.resolve(sub.gd[q], gd)
                     q += 1
             sub.end[n] = gd
-            if isinstance(stored, _Request):
-                k.spawn(self._relay(stored.done, sub.written[n]))
+            if it.to_ring:
+                ring.finished(s, gd)
+                sent += 1
+            if isinstance(stored, _Future):
+                k.spawn(self._relay(stored, sub.written[n]))
             else:
                 k.resolve(sub.written[n], -1 if stored is None else stored)
 
@@ -439,7 +405,7 @@ class _Run:
                 k.spawn(self._fill(s))
                 k.spawn(self._compute(s))
                 k.spawn(self._output(s))
-        if self.links[0] is None:
+        if self.ring is None:
             k.spawn(self._barrier())
         k.run()
         if any(f.value is None for sub in self.subsets for f in sub.gd):

@@ -2,13 +2,14 @@
 
 Once the pipeline has filled, a run's schedule repeats: every item of step n + m starts, fills, issues, sends each
 group's words and has its writes granted P cycles after the same item of step n. :func:`extrapolate` simulates a
-probe of the run — a few tens of steps, with the run's own last steps at its end (:func:`probe`; twice as long
-while none shows a period) — and looks for the first step a and the shortest period m (a multiple of the steps'
-rotation over the subsets) at which every recorded cycle of every item repeats P cycles later over four periods
-(a repetition found, then two more periods confirming it), all at least :func:`margin` steps before the probe's
-last. A probe of as many steps as the run modulo m is simulated (the same probe where it already is), the periods
-checked again in it, and the run is that probe with k periods inserted after step a + m: the items of the steps
-past them k·P cycles later, the inserted steps' items copies of steps a + m … a + 2m − 1, each period P later.
+probe of the run — a few tens of steps, with the run's own last steps at its end (:func:`probe`; twice as long while
+none shows a period, the last at most a rotation short of the run) — and looks for the first step a and the shortest
+period m (a multiple of the steps' rotation over the subsets) at which every recorded cycle of every item repeats P
+cycles later over four periods (a repetition found, then two more periods confirming it), all at least
+:func:`margin` steps before the probe's last. A probe of as many steps as the run modulo m is simulated (the same
+probe where it already is), the periods checked again in it, and the run is that probe with k periods inserted after
+step a + m: the items of the steps past them k·P cycles later, the inserted steps' items copies of steps a + m … a +
+2m − 1, each period P later.
 
 What repeats is the record, not the processes' state (``pipeline._Run``, the memory, the ring are never
 compared): each item's start, half full, last MAC, last word and last write's grant, each output group's entry
@@ -32,11 +33,6 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-
-from hdl.run import placement
-
-from .lap import _Lap
-from .ring import _Link
 
 __all__ = ["STEADY_ENV", "Outcome", "enabled", "blocks", "rotation", "probe", "extrapolate", "extrapolated"]
 
@@ -102,12 +98,11 @@ def _signatures(run, blocks: int) -> dict[tuple, tuple]:
     each link it crosses — as (keys, reference cycle, the cycles less the reference); empty where an item's groups
     differ from its subset's first or a cycle is not a whole number."""
     keys, chunks = {}, {}
-    log = getattr(getattr(run, "lap", None), "log", None)          # round the ring: each item's words, as they went
+    log = run.ring.log if run.ring else None        # each ring item's words, on each link they crossed
     logged = set()
     for s, sub in enumerate(run.subsets):
-        q = ring = sent = 0
+        q = sent = 0
         groups = len(sub.items[0].rows) * run.W if sub.items else 0
-        link = run.links[s] if isinstance(run.links[s], _Link) else None     # a link's words, each written and read
         for n, it in enumerate(sub.items):
             g = len(it.rows) * run.W
             if g != groups:
@@ -119,14 +114,10 @@ def _signatures(run, blocks: int) -> dict[tuple, tuple]:
             c.append([begin, sub.filled[n].value, sub.done[n].value, sub.end[n], written if written >= 0 else begin,
                       *(f.value for f in sub.outq[q:q + g]), *(f.value for f in sub.gd[q:q + g])])
             q += g
-            if it.ring and link is not None:
-                words = slice(ring * link.words_per_item, (ring + 1) * link.words_per_item)
-                c += (link.w[words], link.r[words])
-                ring += 1
             if log is not None and it.to_ring:          # the producer's ring items: its items that send h
-                key = sent if isinstance(run.lap, _Lap) else (placement.group_of(run.cfg, s, run.partition), sent)
+                key = (run.ring_group[s], sent)
                 sent += 1
-                if key not in logged:
+                if key in log and key not in logged:    # a group's item: recorded with its first producer's
                     logged.add(key)
                     words = np.array(log[key]).reshape(-1, 3)
                     k.append(words[:, 0].tobytes())
@@ -181,10 +172,14 @@ def extrapolate(simulate, steps: int, subsets: int, rotation: int, blocks: int) 
     run whole."""
     global extrapolated
     n, last = probe(subsets, rotation), margin(subsets)
+    tried = 0
     for _ in range(PROBES):
         n += (steps - n) % rotation                      # as many steps as the run, modulo the rotation
         if n >= steps:
-            return None
+            n = steps - rotation                         # the longest probe short of the run
+            if n <= tried:
+                return None
+        tried = n
         run = simulate(n, record=True)
         passes = _passes(_signatures(run, blocks))
         if not passes:
