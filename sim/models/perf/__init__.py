@@ -5,14 +5,16 @@ Two halves:
 * :func:`traffic` and :func:`compulsory_words` — exact word counts. They are the one place the traffic
   formulas live; the RTL regressions check the hardware's counters against them.
 * :func:`predict` — cycles, from an *event-level* simulation of the hardware's own mechanics (events per
-  work item, output group and word, never per cycle), fast enough for builds far beyond what Verilator
+  work item, output group and word; the ring and the word-level memory cycle by cycle while they have work), fast
+  enough for builds far beyond what Verilator
   can run: the 128-CU GPU-scale ring (4 subsets × 32 clusters, hidden 1024, batch 64, 64 steps) takes a
   few tenths of a second. A long run is simulated over a few tens of its steps and extrapolated from its steady
   state to the same answer (:mod:`.steady`): its time grows with the blocks of a step, not with the steps.
 
 The package by seam: ``traffic`` (word and event counts), ``kernel`` (the events), ``memory`` (banks, AXI,
-shared), ``ring`` (a link a subset, G = S) and ``lap`` (round the ring, G < S), ``pipeline`` (a subset's fill,
-compute and output sides), ``steady`` (the steady state), ``answers`` (:func:`predict` and what it returns).
+shared), ``ring`` (the links, forwarders and fill intakes, cycle by cycle, every placement), ``pipeline`` (a
+subset's fill, compute and output sides), ``steady`` (the steady state), ``answers`` (:func:`predict` and what it
+returns).
 
 What :func:`predict` simulates, and where each rule comes from (every constant is read off the RTL;
 nothing is fitted):
@@ -40,9 +42,8 @@ nothing is fitted):
   < J`` test); a fill with no words at all is ``filled`` in its first FILL cycle.
   A persistent run (partition G = 1, ``hdl.run.placement``): every subset that owns a row block runs every item,
   :func:`hdl.run.order.subset_items` of one group in groups of one column block, its
-  own row blocks of each (the split of conventional mode), reading h0 and x itself; h_t goes round the ring
-  (``_Lap``: each item round the ring word by word once its words are known; a producer's own words are taken
-  as offered — the one approximation of this model; the sweep of tests/test_perfmodel.py bounds it).
+  own row blocks of each (the split of conventional mode), reading h0 and x itself; h_t goes round the ring,
+  forwarded hop by hop (``hdl.subset.forward``); 1 < G < S: on to the next group.
 * **Fill side** (``hdl/subset/``): a subset takes its next item when the fill side is idle (the cycle
   after the previous fill's last write) and the buffer half is free (the cycle after the item two back
   issued its last MAC); then ``TIMING.setup`` cycles of SETUP; then FILL: memory reads from the one fetch
@@ -59,13 +60,15 @@ nothing is fitted):
   its last issue and is at the queue's head ``TIMING.fifo`` cycles later, or the cycle after the group
   before it left. The serializer sends the group's K words one a cycle at best (a row block past R still
   takes its cycle), each to the ring (steps < L) and/or to memory (every step, or only the last), through
-  a two-word stage each (``hdl.timing.Stage``, ``_Stage``: a word enters no earlier than the cycle after the
-  word two before left the stage, and is offered ``TIMING.stage`` later); a word leaves the serializer when
-  both stages took it (the memory takes it into the store's request queue; its grant comes later).
-* **Ring** (``hdl/ring.py``): one ``SyncFIFOBuffered`` of ``fifo_depth`` words per link, word by word
-  with Amaranth's own mechanics: a word written in cycle w is readable from w + 2, and the write side
-  sees only the inner memory's ``depth − 1`` entries, which is why a depth-2 FIFO passes one word every
-  other cycle. The receiver takes a word only while it fills that word's item.
+  the store's two-word stage (``hdl.timing.Stage``, ``_StoreStage``: a word enters no earlier than the cycle after
+  the word two before left the stage, and is offered ``TIMING.stage`` later) and the forwarder; a word leaves the
+  serializer when both took it (the memory takes it into the store's request queue; its grant comes later).
+* **Ring** (``hdl/ring.py``, ``hdl/subset/forward.py``; :mod:`.ring`, one engine for every placement): per link a
+  ``SyncFIFOBuffered`` of ``fifo_depth`` words behind the subset's ring ``Stage``, per subset the forwarder (its
+  stage of passing words first, then the output's word where the ordering rule lets it) and the fill's intake,
+  cycle by cycle from the registers at each cycle's start: a word written in cycle w is readable from w + 2, the
+  write side sees only the inner memory's ``depth − 1`` entries (a depth-2 FIFO passes one word every other
+  cycle), a word waits out a full FIFO, a passing word and a memory response on the fill's buffer port.
 * **Memory** (``hdl/memory/``; an AXI build's: :class:`_AxiMemory`, reads and writes each a channel of their own,
   read bursts, ``_memory_view``): P = ``mem_bandwidth`` banks, word ``a`` in bank ``a mod P``; each
   client has one request port (one word a cycle) into a queue of ``TIMING.mem_queue`` words: a word is

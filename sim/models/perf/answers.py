@@ -151,17 +151,16 @@ def predict(cfg: Config, hidden: int, input: int, batch: int, steps: int, *, has
             cell: str = "rnn", keep: bool = False, state_in: bool = False, steady: bool = True) -> Prediction:
     """Predict the hardware's counters for one run (see the module docstring for what is modelled).
 
-    ``memory`` picks the memory model: ``"banks"`` (word by word, cycle-exact; the run's regions must fit
-    some build's memory), ``"shared"`` (processor sharing; any size), or ``"auto"``: ``banks`` when the
-    regions can be placed and the run moves at most ``WORD_LEVEL_LIMIT`` words, else ``shared``.
-    ``trace=True`` also returns the per-item trace rows. ``layers`` > 1 is a stacked run (layer k on
-    subset k, pipelined mode); ``width`` the run's column-block width (0: the build's W). A shape the build
-    cannot run, or a bad mode, width, partition or memory model, is a :class:`UserError`. ``partition`` the
-    groups the clusters form: 0 or S the subsets, 1 one group (a persistent run: every cluster on every step;
-    predicted approximately, see :class:`_Lap`). ``cell`` the recurrent cell (``hdl.run.rules.CELLS``). ``keep``: the
-    run keeps the previous load's weights and biases (FLAGS keep_weights: pipelined runs; no load reads).
-    ``state_in``: an LSTM run starts from c0 in memory (FLAGS state_in), not zeros. ``steady``: a long run's
-    answer from a short one where its steady state repeats (``steady.extrapolate``: the same answer); False, or
+    ``memory`` picks the memory model: ``"banks"`` (word by word, cycle-exact; the run's regions must fit some
+    build's memory), ``"shared"`` (processor sharing; any size), or ``"auto"``: ``banks`` when the regions can be
+    placed and the run moves at most ``WORD_LEVEL_LIMIT`` words, else ``shared``. ``trace=True`` also returns the
+    per-item trace rows. ``layers`` > 1 is a stacked run (layer k on subset k, pipelined mode); ``width`` the run's
+    column-block width (0: the build's W). A shape the build cannot run, or a bad mode, width, partition or memory
+    model, is a :class:`UserError`. ``partition`` the groups the clusters form: 0 or S the subsets, 1 one group (a
+    persistent run: every cluster on every step). ``cell`` the recurrent cell (``hdl.run.rules.CELLS``). ``keep``:
+    the run keeps the previous load's weights and biases (FLAGS keep_weights: pipelined runs; no load reads).
+    ``state_in``: an LSTM run starts from c0 in memory (FLAGS state_in), not zeros. ``steady``: a long run's answer
+    from a short one where its steady state repeats (``steady.extrapolate``: the same answer); False, or
     ``RNNPIPE_STEADY=0``, simulates every step.
     """
     state_in = state_in and cell == "lstm"
