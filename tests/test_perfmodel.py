@@ -13,6 +13,8 @@ uses at these sizes and for the ``shared`` memory model it uses on runs too big 
 
 from __future__ import annotations
 
+import os
+import random
 import time
 
 import pytest
@@ -21,6 +23,7 @@ from test_rtl import CONFIGS
 from hdl.config import Config, UserError
 from hdl.run.order import subset_items
 from hdl.run.placement import partitions
+from hdl.run.rules import CELLS
 from hdl.timing import TIMING
 from sim.flows.rtl import run_many
 from sim.models.perf import compulsory_words, events, predict, traffic
@@ -129,6 +132,62 @@ def test_model_matches_rtl(name, record_property, capsys):
         assert list(p.busy) == [res.counters[f"busy{s}"] for s in range(cfg.subsets)], "busy counters"
     lines.append(f"  worst {100 * max(errors):.2f} %, mean {100 * sum(errors) / len(errors):.2f} % "
                  f"over {len(errors)} points")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert not problems, "\n".join(problems)
+
+
+#: random points of the grid (build × cell × mode × G × stack × width × bias × last step × c0), drawn from
+#: ``RANDOM_SEED`` (``RNNPIPE_MODEL_SEED`` draws others): the model must give the RTL's cycles on every one
+RANDOM_POINTS, RANDOM_SEED = 30, int(os.environ.get("RNNPIPE_MODEL_SEED", "4401"))
+
+
+def random_points(n: int, seed: int) -> dict[str, list[tuple]]:
+    """``n`` valid points, per build of tests/test_rtl.py: (label, workload, last_only, mode, options)."""
+    rnd = random.Random(seed)
+    out = {}
+    drawn = 0
+    while drawn < n:
+        name = rnd.choice(list(SWEEP_CONFIGS))
+        cfg = SWEEP_CONFIGS[name]
+        S, W = cfg.subsets, cfg.column_width
+        cell = rnd.choice(list(CELLS)) if cfg.cells else "rnn"
+        mode = rnd.choice(["pipelined", "pipelined", "pipelined", "conventional", "gemm"])
+        layers = rnd.randint(2, S) if mode == "pipelined" and S > 1 and rnd.random() < 0.3 else 1
+        g = rnd.choice(partitions(cfg)) if mode == "pipelined" and layers == 1 else 0
+        width = rnd.choice([0] + [w for w in range(1, W + 1) if W % w == 0])
+        hidden = rnd.randint(1, cfg.max_input if layers > 1 else cfg.max_hidden)
+        inputs = rnd.randint(1 if cell == "gru" else 0, cfg.max_input)
+        batch, steps = rnd.randint(1, cfg.max_batch), rnd.randint(1, 2 * S + 3)
+        w = random_workload(hidden, inputs, batch, steps, rnd.randrange(1 << 16), bias=rnd.random() < 0.7,
+                            layers=layers, cell=cell, c0=cell == "lstm" and rnd.random() < 0.5)
+        last = rnd.random() < 0.3
+        try:
+            predict(cfg, hidden, inputs, batch, steps, mode=mode, layers=layers, width=width, partition=g, cell=cell,
+                    memory="shared")
+        except UserError:
+            continue                    # a point the build cannot run: drawn again
+        label = f"{cell} {mode} G={g or S} N={layers} w={width or W} {hidden}x{inputs}x{batch}x{steps}"
+        out.setdefault(name, []).append((label, w, last, mode, {"width": width, "partition": g}))
+        drawn += 1
+    return out
+
+
+def test_model_matches_rtl_on_random_points(capsys):
+    """The model's cycles are the RTL's on random points of the grid, not only on the named situations above."""
+    problems, lines = [], [f"random points, seed {RANDOM_SEED}:"]
+    for name, points in random_points(RANDOM_POINTS, RANDOM_SEED).items():
+        cfg = SWEEP_CONFIGS[name]
+        results = run_many(cfg, [(w, last, mode, opts) for _, w, last, mode, opts in points])
+        for (label, w, last, mode, opts), res in zip(points, results, strict=True):
+            assert res.ok, f"{name} {label}: the RTL run failed (error {res.error})"
+            p = predict(cfg, w.hidden, w.input, w.batch, w.steps, has_bias=w.has_bias, last_only=last, mode=mode,
+                        layers=w.layers, width=opts["width"], partition=opts["partition"], cell=w.cell,
+                        state_in=w.has_c0)
+            lines.append(f"  {name:7} {label:44} last={int(last)} c0={int(w.has_c0)}  RTL {res.cycles:6}  "
+                         f"model {p.cycles:6}")
+            if p.cycles != res.cycles:
+                problems.append(f"{name} {label}: model {p.cycles} cycles, RTL {res.cycles}")
     with capsys.disabled():
         print("\n" + "\n".join(lines))
     assert not problems, "\n".join(problems)
