@@ -72,17 +72,9 @@ import numpy as np
 from hdl.config import Config, UserError
 from hdl.run.rules import CELL_FRAC, CELL_SHIFT, CELLS, GATE_FRAC, GATE_ROWS
 from sim.models.golden import run_golden
-from sim.models.workload import (
-    MAX_SHIFT,
-    Layer,
-    Workload,
-    _gates,
-    _read_npz,
-    joined,
-    save_workload,
-    sigmoid_lut,
-    tanh_lut,
-)
+from sim.models.workload import MAX_SHIFT, Layer, Workload, joined, save_workload, sigmoid_lut, tanh_lut
+from sim.models.workload.files import _read_npz
+from sim.models.workload.record import _gates
 
 __all__ = ["TORCH_MODULES", "FloatLayer", "Scales", "QuantizedLayer", "QuantizedRNN", "Error", "parse_state",
            "load_model", "load_calibration", "load_state", "rnn_float", "quantize", "quantize_c", "quantization_error",
