@@ -65,13 +65,8 @@ class FloatLayer:
 
 
 def _float_array(key: str, value) -> np.ndarray:
-    value = np.asarray(value)
-    if value.dtype.kind not in "fiu" or value.dtype == np.bool_:
-        raise UserError(f"model key {key!r} must hold real numbers, not {value.dtype}")
-    value = value.astype(np.float64)
-    if not np.isfinite(value).all():
-        raise UserError(f"model key {key!r} holds NaN or infinite values")
-    return value
+    """A state dict's ``key`` as float64 (:func:`_real`)."""
+    return _real(np.asarray(value), f"model key {key!r}")
 
 
 def parse_state(state: Mapping[str, object]) -> tuple[list[FloatLayer], list[str]]:
