@@ -14,7 +14,6 @@ from sim.cli.main import main
 from sim.flows.rtl import run_many
 from sim.models.golden import run_golden
 from sim.models.quantize import (
-    QMAX,
     load_model,
     parse_state,
     quantization_error,
@@ -23,6 +22,7 @@ from sim.models.quantize import (
     rnn_float,
     save_stacked,
 )
+from sim.models.quantize.quantized import QMAX
 from sim.models.workload import load_workload
 
 

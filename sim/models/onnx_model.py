@@ -53,7 +53,7 @@ from sim.models.onnx_graph import (
     static_shapes,
 )
 from sim.models.onnx_steps import read_steps
-from sim.models.quantize import FloatLayer, _float_array
+from sim.models.quantize.floats import FloatLayer, _float_array
 from sim.models.workload import joined
 
 __all__ = ["OnnxModel", "load_onnx", "ONNX_GATES"]

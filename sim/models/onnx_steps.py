@@ -26,7 +26,7 @@ import numpy as np
 
 from hdl.config import UserError
 from sim.models.onnx_graph import Chain, data_input, evaluate, fold, left_out, stand_ins
-from sim.models.quantize import FloatLayer, _float_array, rnn_float
+from sim.models.quantize.floats import FloatLayer, _float_array, rnn_float
 from sim.models.workload import DIRECTIONS
 
 __all__ = ["read_steps"]
