@@ -48,9 +48,10 @@ class AxiDriver(HostDriver):
         self.ram = AxiRam(AxiBus.from_prefix(dut, MASTER), dut.clk, dut.rst, size=mem_base + cfg.mem_words * cfg.tile)
         self._read, self._write = self.ram.read_if._read, self.ram.write_if._write
         self.steps: list[str] = []
-        #: cycles from each AR's handshake to its burst's first R beat, as the bus saw them (``watch_reads``, a
-        #: Python step a cycle: only where the job asks, ``watch``)
+        #: cycles from each AR's handshake to its burst's first R beat, and from each AW's handshake to its B, as the
+        #: bus saw them (``watch_reads``, a Python step a cycle: only where the job asks, ``watch``)
         self.read_latencies: list[int] = []
+        self.write_latencies: list[int] = []
         if watch:
             cocotb.start_soon(self.watch_reads())
 
@@ -90,10 +91,12 @@ class AxiDriver(HostDriver):
             self.ram.write_if._write = failing
 
     async def watch_reads(self) -> None:
-        """The memory's read latency on the bus: an AR's handshake cycle to its first R beat's (by ARID, in
-        order). The performance model's ``mem_latency`` of an AXI build is this plus the master's two registers
-        (its AR register and its response register: ``sim.models.perf.axi_latency``)."""
-        dut, cycle, asked, first = self.dut, 0, {}, {}
+        """The memory's latencies on the bus: an AR's handshake cycle to its first R beat's (by ARID, in order), and
+        an AW's handshake cycle to its B's (by AWID, in order). The performance model's ``mem_latency`` of an AXI
+        build is the first plus the master's two registers (its AR register and its response register:
+        ``sim.models.perf.memory.AXI_MASTER_STAGES``); its write response is the second
+        (``sim.models.perf.memory.AXI_WRITE_RESPONSE``)."""
+        dut, cycle, asked, first, written = self.dut, 0, {}, {}, {}
         while True:
             await RisingEdge(dut.clk)
             await ReadOnly()
@@ -105,6 +108,12 @@ class AxiDriver(HostDriver):
                 if first.get(rid, True) and asked.get(rid):
                     self.read_latencies.append(cycle - asked[rid].popleft())
                 first[rid] = bool(int(dut.m_axi_rlast.value))
+            if int(dut.m_axi_awvalid.value) and int(dut.m_axi_awready.value):
+                written.setdefault(int(dut.m_axi_awid.value), deque()).append(cycle)
+            if int(dut.m_axi_bvalid.value) and int(dut.m_axi_bready.value):
+                bid = int(dut.m_axi_bid.value)
+                if written.get(bid):
+                    self.write_latencies.append(cycle - written[bid].popleft())
 
     # ---- the registers, on AXI4-Lite ------------------------------------------------------------------
     def _idle(self) -> None:

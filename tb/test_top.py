@@ -168,10 +168,10 @@ async def one_run(host: HostDriver, cfg: Config, run: dict, cover=None, state=No
     readback_ns = get_sim_time("ns") - readback_ns
     verdict = score(cfg, w, last_only, h, bool(status.overflow), status.error, h_n=h_n, c_n=c_n)
     bus = {}
-    if cfg.bus == "axi" and host.read_latencies:   # the memory's read latency on the bus (the model's parameter)
-        bus = {"read_latency_min": min(host.read_latencies, default=-1),
-               "read_latency_max": max(host.read_latencies, default=-1)}
-        host.read_latencies = []
+    if cfg.bus == "axi" and host.read_latencies:   # the memory's latencies on the bus (the model's parameters)
+        bus = {f"{kind}_latency_{f.__name__}": f(seen, default=-1)
+               for kind, seen in (("read", host.read_latencies), ("write", host.write_latencies)) for f in (min, max)}
+        host.read_latencies, host.write_latencies = [], []
     state = {"h_n": h_n, **({"c_n": c_n} if c_n is not None else {})}
     np.savez(run["result"], h=h, **state, trace=np.array(trace, np.int64).reshape(-1, 5), **bus,
              error=status.error, overflow=status.overflow, run_seconds=run_seconds, done_ns=done_ns,

@@ -390,8 +390,8 @@ def run_many(cfg: Config, runs: list[tuple], *, waves: Waves | None = None,
     ``soft_reset_after`` (cycles into a first start: CTRL abort or soft reset, checked, then the run again).
 
     ``mem_base``: an AXI build's MEM_BASE (the image's byte address in the AxiRam; default ``tb.axi``'s 0x10000);
-    ``watch_reads``: measure the AxiRam's read latency on the bus in every run (``extra["read_latency_min"]``,
-    ``["read_latency_max"]``; a Python step a cycle).
+    ``watch_reads``: measure the AxiRam's latencies on the bus in every run (``extra["read_latency_min"]``,
+    ``["read_latency_max"]``, ``["write_latency_min"]``, ``["write_latency_max"]``; a Python step a cycle).
 
     ``coverage``: sample every run's functional coverage (``tb/coverage.py``) and write the process's
     database to this YAML file (the library's XML beside it, ``.xml``); without it, a file of its own in the
@@ -492,7 +492,8 @@ def _result(cfg, w, last_only, mode, run, b, seconds) -> RunResult:
         counters = {k[len("counter_"):]: int(r[k]) for k in r.files if k.startswith("counter_")}
         trace, overflow = r["trace"], bool(r["overflow"])
         extra = {"run_seconds": float(r["run_seconds"]), "done_ns": float(r["done_ns"])}
-        extra |= {key: int(r[key]) for key in ("read_latency_min", "read_latency_max") if key in r.files}
+        extra |= {key: int(r[key]) for key in ("read_latency_min", "read_latency_max", "write_latency_min",
+                                                "write_latency_max") if key in r.files}
         if run.get("frontdoor"):     # the host's load and read-back take simulated time only through the front door
             extra |= {"load_cycles": round(float(r["load_ns"]) / PERIOD_NS),
                       "readback_cycles": round(float(r["readback_ns"]) / PERIOD_NS)}

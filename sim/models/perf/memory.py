@@ -63,6 +63,10 @@ class _BankedMemory:
     def _bank(self, client: int, addr: int) -> int:
         return addr % self._banks
 
+    def _done(self, client: int, t: int) -> int:
+        """The cycle a word granted in ``t`` stops holding the memory ``busy`` (less one): its grant."""
+        return t
+
     def _held(self, client: int, t: int, leaving) -> int:
         """Places in the client's queue at the start of cycle ``t`` besides its queued words: a head granted in
         the last cycle leaves in this one."""
@@ -110,9 +114,10 @@ class _BankedMemory:
             granted.append(c)
             rq.grants.append(t)
             rq.queued -= 1
-            self.last_grant = t
+            done = self._done(c, t)
+            self.last_grant = max(self.last_grant, done)
             if not rq.left and not rq.queued:
-                self._k.resolve(rq.done, t)
+                self._k.resolve(rq.done, done)
         for c in room:
             rq = pending[c]
             if rq.at > t:
@@ -164,6 +169,11 @@ class _AxiMemory(_BankedMemory):
     def _bank(self, client: int, addr: int) -> int:
         return int(self._writes[client])
 
+    def _done(self, client: int, t: int) -> int:
+        """A write holds its client's ``pending`` until its B is back: the master's AW / W register, then the
+        memory's write response (:data:`AXI_WRITE_RESPONSE`)."""
+        return t + AXI_MASTER_WRITE_STAGES + AXI_WRITE_RESPONSE if self._writes[client] else t
+
     def _choose(self, bank: int, clients: list[int], queues) -> int:
         """A read burst keeps the channel while its client's next words follow on (up to MAX_BURST words)."""
         burst = self._burst[bank]
@@ -180,6 +190,11 @@ class _AxiMemory(_BankedMemory):
 
 #: the AXI master's registers on a read's way (its AR register, its response register), in cycles
 AXI_MASTER_STAGES = 2
+#: ... on a write's way: its AW / W register
+AXI_MASTER_WRITE_STAGES = 1
+#: the board memory's write response on the bus: an AW / W handshake's cycle to its B's. The test bench's AxiRam
+#: (cocotbext-axi) answers in 2 (``tb.axi``; tests/test_axi.py measures it in every run)
+AXI_WRITE_RESPONSE = 2
 
 
 def _memory_view(cfg: Config) -> Config:
