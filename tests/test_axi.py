@@ -41,7 +41,11 @@ def _cases(cfg):
             for n, (label, w, last, mode, opts) in enumerate(runs)]
 
 
-@pytest.mark.parametrize("name", ["s2k1t4", "s2k2t8"])
+#: the AXI tops the suite builds (tests/test_rtl.py's builds with ``bus="axi"``)
+AXI_BUILDS = ("s2k1t4", "s2k2t8")
+
+
+@pytest.mark.parametrize("name", AXI_BUILDS)
 def test_the_axi_top_is_bit_exact_under_back_pressure(name):
     cfg = axi(name)
     cases = _cases(cfg)
@@ -62,10 +66,7 @@ def test_the_axi_top_is_bit_exact_under_back_pressure(name):
             continue
         p = predict(cfg, w.hidden, w.input, w.batch, w.steps, has_bias=w.any_bias, last_only=res.last_only,
                     mode=res.mode, layers=w.layers, width=res.width, partition=res.partition, cell=w.cell)
-        # the model's read channel grants word by word, round robin, a burst running on while its client's next
-        # words follow; the master issues one AR a burst of the words queued by then. Pipelined runs: 0 to 2 cycles
-        # off; conventional mode, which reads A every step, up to 2.1 %; the per-step GEMM baseline up to 8 %
-        if abs(p.cycles / res.cycles - 1) > {"pipelined": 0.01, "conventional": 0.03, "gemm": 0.09}[mode]:
+        if p.cycles != res.cycles:          # the model's AXI memory is the master's and the AxiRam's, to the cycle
             problems.append(f"{label} ({mode}): the model predicts {p.cycles} cycles, the AXI top took {res.cycles}")
     assert not problems, "\n".join(problems)
     assert sum("pause" in opts for *_, opts in cases) >= len(cases) // 2

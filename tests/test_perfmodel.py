@@ -18,6 +18,7 @@ import random
 import time
 
 import pytest
+from test_axi import AXI_BUILDS, axi
 from test_rtl import CONFIGS
 
 from hdl.config import Config, UserError
@@ -137,19 +138,23 @@ def test_model_matches_rtl(name, record_property, capsys):
     assert not problems, "\n".join(problems)
 
 
-#: random points of the grid (build × cell × mode × G × stack × width × bias × last step × c0), drawn from
+#: random points of the grid (build and bus × cell × mode × G × stack × width × bias × last step × c0), drawn from
 #: ``RANDOM_SEED`` (``RNNPIPE_MODEL_SEED`` draws others): the model must give the RTL's cycles on every one
 RANDOM_POINTS, RANDOM_SEED = 30, int(os.environ.get("RNNPIPE_MODEL_SEED", "4401"))
 
 
+#: the builds the random points are drawn on: tests/test_rtl.py's, and tests/test_axi.py's AXI tops
+RANDOM_BUILDS = {**SWEEP_CONFIGS, **{f"{name}-axi": axi(name) for name in AXI_BUILDS}}
+
+
 def random_points(n: int, seed: int) -> dict[str, list[tuple]]:
-    """``n`` valid points, per build of tests/test_rtl.py: (label, workload, last_only, mode, options)."""
+    """``n`` valid points, per build (:data:`RANDOM_BUILDS`): (label, workload, last_only, mode, options)."""
     rnd = random.Random(seed)
     out = {}
     drawn = 0
     while drawn < n:
-        name = rnd.choice(list(SWEEP_CONFIGS))
-        cfg = SWEEP_CONFIGS[name]
+        name = rnd.choice(list(RANDOM_BUILDS))
+        cfg = RANDOM_BUILDS[name]
         S, W = cfg.subsets, cfg.column_width
         cell = rnd.choice(list(CELLS)) if cfg.cells else "rnn"
         mode = rnd.choice(["pipelined", "pipelined", "pipelined", "conventional", "gemm"])
@@ -177,14 +182,14 @@ def test_model_matches_rtl_on_random_points(capsys):
     """The model's cycles are the RTL's on random points of the grid, not only on the named situations above."""
     problems, lines = [], [f"random points, seed {RANDOM_SEED}:"]
     for name, points in random_points(RANDOM_POINTS, RANDOM_SEED).items():
-        cfg = SWEEP_CONFIGS[name]
+        cfg = RANDOM_BUILDS[name]
         results = run_many(cfg, [(w, last, mode, opts) for _, w, last, mode, opts in points])
         for (label, w, last, mode, opts), res in zip(points, results, strict=True):
             assert res.ok, f"{name} {label}: the RTL run failed (error {res.error})"
             p = predict(cfg, w.hidden, w.input, w.batch, w.steps, has_bias=w.has_bias, last_only=last, mode=mode,
                         layers=w.layers, width=opts["width"], partition=opts["partition"], cell=w.cell,
                         state_in=w.has_c0)
-            lines.append(f"  {name:7} {label:44} last={int(last)} c0={int(w.has_c0)}  RTL {res.cycles:6}  "
+            lines.append(f"  {name:10} {label:44} last={int(last)} c0={int(w.has_c0)}  RTL {res.cycles:6}  "
                          f"model {p.cycles:6}")
             if p.cycles != res.cycles:
                 problems.append(f"{name} {label}: model {p.cycles} cycles, RTL {res.cycles}")

@@ -69,9 +69,10 @@ nothing is fitted):
   cycle by cycle from the registers at each cycle's start: a word written in cycle w is readable from w + 2, the
   write side sees only the inner memory's ``depth − 1`` entries (a depth-2 FIFO passes one word every other
   cycle), a word waits out a full FIFO, a passing word and a memory response on the fill's buffer port.
-* **Memory** (``hdl/memory/``; an AXI build's: :class:`_AxiMemory`, reads and writes each a channel of their own,
-  read bursts, ``_memory_view``): P = ``mem_bandwidth`` banks, word ``a`` in bank ``a mod P``; each
-  client has one request port (one word a cycle) into a queue of ``TIMING.mem_queue`` words: a word is
+* **Memory** (``hdl/memory/``; an AXI build's: :class:`_AxiMemory`, the master's AR bursts and one write a cycle,
+  the bench's AxiRam behind them, its R beats in turn and each write's B, ``_memory_view``): P = ``mem_bandwidth``
+  banks, word ``a`` in bank ``a mod P``; each client has one request port (one word a cycle) into a queue of
+  ``TIMING.mem_queue`` words: a word is
   accepted in a cycle the queue held fewer at the cycle's start (a word granted in the cycle before still
   counted), and arbitrated from the next cycle on
   behind the client's earlier words; each bank grants one queue head a cycle, round robin over the

@@ -10,7 +10,7 @@ import math
 from collections import deque
 
 from hdl.config import Config
-from hdl.csr import client_writes, memory_clients
+from hdl.csr import MEM_BASE_ALIGN, client_writes, memory_clients
 from hdl.timing import TIMING
 
 from .kernel import _EPS, _Future, _Kernel
@@ -60,6 +60,30 @@ class _BankedMemory:
         self.last_grant = -1        # of any word: ``busy`` is low from the cycle after
         self.late = 0               # requests made for a cycle already arbitrated (a model bug if not 0)
 
+    def _grant(self, t: int, queues, granted: list):
+        """Cycle ``t``'s grants among the words queued before it: each bank one queue head."""
+        by_bank = {}
+        for c, q in enumerate(queues):
+            if q:
+                by_bank.setdefault(self._bank(c, q[0][1]), []).append(c)
+        for b, cs in by_bank.items():
+            self._give(self._choose(b, cs, queues), t, queues, granted)
+
+    def _give(self, c: int, t: int, queues, granted: list):
+        """Client ``c``'s queue head is granted, its data (a read's) ``mem_latency`` after cycle ``t``."""
+        rq, *_ = queues[c].popleft()
+        granted.append(c)
+        rq.grants.append(t)
+        rq.queued -= 1
+        done = self._done(c, t)
+        self.last_grant = max(self.last_grant, done)
+        if not rq.left and not rq.queued:
+            self._k.resolve(rq.done, done)
+
+    def _chained(self, client: int, addr: int) -> bool:
+        """Whether a word queued at ``addr`` follows the client's word before it in one burst (an AXI read's)."""
+        return False
+
     def _bank(self, client: int, addr: int) -> int:
         return addr % self._banks
 
@@ -104,25 +128,12 @@ class _BankedMemory:
         leaving = self._leaving[1] if self._leaving[0] == t - 1 else ()
         room = [c for c in pending if len(queues[c]) + self._held(c, t, leaving) < self._depth]
         granted = []
-        by_bank = {}
-        for c, q in enumerate(queues):
-            if q:
-                by_bank.setdefault(self._bank(c, q[0][1]), []).append(c)
-        for b, cs in by_bank.items():
-            c = self._choose(b, cs, queues)
-            rq, _ = queues[c].popleft()
-            granted.append(c)
-            rq.grants.append(t)
-            rq.queued -= 1
-            done = self._done(c, t)
-            self.last_grant = max(self.last_grant, done)
-            if not rq.left and not rq.queued:
-                self._k.resolve(rq.done, done)
+        self._grant(t, queues, granted)
         for c in room:
             rq = pending[c]
             if rq.at > t:
                 continue
-            queues[c].append((rq, rq.addr))
+            queues[c].append((rq, rq.addr, self._chained(c, rq.addr)))
             rq.queued += 1
             rq.left -= 1
             if rq.left:
@@ -145,26 +156,46 @@ class _BankedMemory:
 
 
 class _AxiMemory(_BankedMemory):
-    """An AXI build's memory (``hdl.axi.AxiMaster`` and the board's memory behind it), as two banks: the read
-    channels serve one read word a cycle, the write channels one write, each round robin over its clients;
-    ``mem_latency`` is then from a read's grant to its data at the client (:func:`_memory_view`)."""
+    """An AXI build's memory: ``hdl.axi.AxiMaster`` and the board's memory behind it (the test bench's cocotbext-axi
+    AxiRam), ``mem_latency`` a read's from its AR's issue to its data at the client (:func:`_memory_view`).
+
+    Writes: one a cycle, round robin over the writing clients (the master's AW / W), each holding its client's
+    ``pending`` until its B is back. Reads, as the master issues them: while its AR register is free, one AR, round
+    robin over the reading clients with words queued before the cycle, of the words at the front of that client's
+    queue that follow each other (up to :data:`~hdl.axi.bus.MAX_BURST`, never across a 4 KB page); its handshake
+    the cycle after, or once the memory's AR queue (two deep) has room again. The memory answers its ARs in turn,
+    one R beat a cycle: a burst's beats are put two ahead of the bus from its AR's handshake (or from its last
+    burst's last beat), each beat on the bus two cycles after it was put and a cycle after the beat before; a read
+    stays in its client's queue until its beat. A word's grant is its data's time less ``mem_latency``."""
 
     def __init__(self, kernel: _Kernel, cfg: Config):
         super().__init__(kernel, cfg)
         self._writes = [bool(client_writes(name)) for name in memory_clients(cfg)]
         from hdl.axi.bus import MAX_BURST  # lazy: hdl.axi imports the AXI gateware, which an internal build needs not
 
-        self._depth = MAX_BURST
-        self._burst = [None, None]          # per channel: (client, next address, beats left) of the open burst
+        self._depth = self._burst = MAX_BURST
+        self._page = MEM_BASE_ALIGN // (cfg.word_bits // 8)        # words of a 4 KB page
         self._latency = cfg.mem_latency
-        self._flight = [deque() for _ in self._writes]   # per reading client: the cycles its reads were granted
+        self._last = [None] * len(self._writes)     # per client: the address of its last word queued
+        self._beats = [deque() for _ in self._writes]   # per reading client: its reads' beats, not yet past
+        self._ar_free = 0                           # the first cycle the master's AR register is free
+        self._ars = deque()                         # ARs the memory holds or serves: (handshake, taken)
+        self._v = deque([-10, -10], maxlen=2)       # the last two R beats' cycles
+        self._put = -10                             # the edge the last beat was put
+
+    def _chained(self, client: int, addr: int) -> bool:
+        last, self._last[client] = self._last[client], addr
+        return last is not None and addr == last + 1 and addr % self._page != 0
 
     def _held(self, client: int, t: int, leaving) -> int:
-        """A reading client's queue keeps each read until its data is back (``hdl.axi.AxiMaster``)."""
-        flight = self._flight[client]
-        while flight and flight[0] + self._latency < t:
-            flight.popleft()
-        return len(flight) + int(client in leaving and self._writes[client])
+        """A reading client's queue keeps each read until its beat; a writing client's, each write until it is
+        issued (the head moves at the end of that cycle)."""
+        if self._writes[client]:
+            return 0
+        beats = self._beats[client]
+        while beats and beats[0] < t:
+            beats.popleft()
+        return len(beats)
 
     def _bank(self, client: int, addr: int) -> int:
         return int(self._writes[client])
@@ -174,19 +205,43 @@ class _AxiMemory(_BankedMemory):
         memory's write response (:data:`AXI_WRITE_RESPONSE`)."""
         return t + AXI_MASTER_WRITE_STAGES + AXI_WRITE_RESPONSE if self._writes[client] else t
 
-    def _choose(self, bank: int, clients: list[int], queues) -> int:
-        """A read burst keeps the channel while its client's next words follow on (up to MAX_BURST words)."""
-        burst = self._burst[bank]
-        if bank == 0 and burst and burst[0] in clients and queues[burst[0]][0][1] == burst[1] and burst[2]:
-            c = burst[0]
-        else:
-            c = super()._choose(bank, clients, queues)
-            burst = (c, queues[c][0][1], self._depth)
-        self._burst[bank] = (c, burst[1] + 1, burst[2] - 1)
-        if bank == 0:
-            self._flight[c].append(math.floor(self._k.now))
-        return c
+    def _grant(self, t: int, queues, granted: list):
+        writers = [c for c, q in enumerate(queues) if q and self._writes[c]]
+        if writers:
+            self._give(self._choose(1, writers, queues), t, queues, granted)
+        readers = [c for c, q in enumerate(queues) if q and not self._writes[c]]
+        if not readers or t < self._ar_free:
+            return
+        c = self._choose(0, readers, queues)
+        q = queues[c]
+        n = 1
+        while n < len(q) and n < self._burst and q[n][2]:
+            n += 1
+        h = max(t + 1, self._ar_ready())
+        self._ar_free = h
+        taken = max(h, self._put)                   # the memory takes the AR once the last burst is put
+        for i in range(n):
+            v0, v1 = self._v
+            self._put = max(taken if i == 0 else self._put, v0 - 1)
+            v = max(self._put + 2, v1 + 1)
+            self._v.append(v)
+            self._beats[c].append(v)
+            self._give(c, v + 1 - self._latency, queues, granted)
+        self._ars.append((h, taken))
 
+    def _ar_ready(self) -> int:
+        """The first cycle the memory's AR channel is ready for the next AR: after an AR that found two in its
+        queue (counting itself), the cycle after its next look, one edge after it next took an AR."""
+        ars = self._ars
+        if not ars:
+            return 0
+        h = ars[-1][0]
+        while ars and ars[0][1] < h:
+            ars.popleft()
+        held = [taken for handshake, taken in ars if handshake <= h <= taken]
+        if len(held) < 2:
+            return h + 1
+        return min(held) + 2
 
 #: the AXI master's registers on a read's way (its AR register, its response register), in cycles
 AXI_MASTER_STAGES = 2
