@@ -9,7 +9,10 @@ GPU-scale point (128 CUs as 4 subsets of 32, hidden 1024, batch 64) comes from t
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from hdl.config import Config, UserError
@@ -111,9 +114,20 @@ def run_sweep(cfg: Config, rtl: bool, cell: str = "rnn", base: dict | None = Non
     # the base shape, refused here (one line) if the build cannot run it
     compulsory_words(cfg, *_base(cfg, base).values(), has_bias=True, last_only=True, cell=cell)
     rows = []
-    for n, (dim, value, pcfg, shape) in enumerate(points):
-        _progress(n, len(points), f"model {dim}={value}")
-        rows += _model_rows(dim, value, pcfg, shape, cell)
+    workers = min(len(points), len(os.sched_getaffinity(0)))
+    _progress(0, len(points), "model")
+    # the points in worker processes, one a core (each point's predictions are independent and exact); fork: the
+    # workers start with the model already imported
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        pending = {pool.submit(_model_rows, dim, value, pcfg, shape, cell): n
+                   for n, (dim, value, pcfg, shape) in enumerate(points)}
+        done = {}
+        for future in as_completed(pending):
+            n = pending[future]
+            done[n] = future.result()
+            _progress(len(done), len(points), f"model {points[n][0]}={points[n][1]}")
+    for n in range(len(points)):
+        rows += done[n]
     if rtl:
         on_build = [(dim, value, shape) for dim, value, pcfg, shape in points
                     if pcfg == cfg and dim in ("batch", "steps")]
