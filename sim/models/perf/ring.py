@@ -249,29 +249,13 @@ class _Ring:
                     arrived = True
                 if onward:
                     incoming = _Word(word.left - 1, word.end and (not group_word or lead[s] != 0), word.key)
-            send = sends[s]
-            # the stages (``hdl.timing.Stage``): the first place takes the spare word, else the incoming one, when it
-            # is empty or its word leaves; else the incoming word waits in the spare place
+            send, w = sends[s], writes[s]
             stage = fq[s]
-            if stage[0] is None or (send is not None and send is stage[0]):
-                if stage[1] is not None:
-                    stage[0], stage[1] = stage[1], None
-                    moved = True
-                else:
-                    stage[0] = incoming
-            elif incoming is not None:
-                stage[1] = incoming
+            if (stage[0] is not None or incoming is not None) and _stage(stage, incoming, send is not None
+                                                                          and send is stage[0]):
+                moved = True
             stage = os[s]
-            w = writes[s]
-            if stage[0] is None or w is not None:
-                if stage[1] is not None:
-                    stage[0], stage[1] = stage[1], None
-                    moved = True
-                else:
-                    stage[0] = send
-            elif send is not None:
-                stage[1] = send
-            if send is not None:
+            if (stage[0] is not None or send is not None) and _stage(stage, send, w is not None):
                 moved = True
             # link s: the oldest word written before this cycle moves to the output register if it is free or read
             q = inner[s]
@@ -288,3 +272,20 @@ class _Ring:
             if arrived:
                 lead[s] += 1
         return c + 1 if moved else wake
+
+
+def _stage(places: list, incoming, leaving: bool) -> bool:
+    """``hdl.timing.Stage``'s registers after a cycle (``places``: the word offered, the spare; ``incoming``: the word
+    taken in, if any; ``leaving``: the offered one left): the first place takes the spare word, else the incoming one,
+    when it is empty or its word leaves; else the incoming word waits in the spare place. Whether anything moved."""
+    first, spare = places
+    if first is None or leaving:
+        if spare is not None:
+            places[0], places[1] = spare, None
+            return True
+        places[0] = incoming
+        return leaving or incoming is not None
+    if incoming is not None:
+        places[1] = incoming
+        return True
+    return False
