@@ -43,8 +43,8 @@ OBJECTIVES = ("cycles", "energy")
 
 #: the key scheme of the cached choices (part of the key)
 _CACHE_KEY = "choice-v1"
-#: the candidates are predicted in worker processes when they move more words than this (a second or so)
-PARALLEL_WORDS = 300_000
+#: the candidates are predicted in worker processes when they move more words than this (half a second or so)
+PARALLEL_WORDS = 50_000
 
 
 @dataclass(frozen=True)
@@ -265,9 +265,9 @@ def choose_for(cfg: Config, w, *, last_only: bool, mode: str, width="auto", part
 
 def _words(cfg: Config, hidden: int, batch: int, steps: int, layers: int, mode: str,
            candidates: list[tuple[int, int]]) -> int:
-    """The output words the candidates' predictions move, summed: what their time grows with (the model spends a few
-    microseconds on each: about 1.5 s for 400,000, the H = I = 1024 LSTM's at batch 16 and 100 steps) — a run the
-    model extrapolates from its steady state (``sim.models.perf.steady``) as its probe's, twice the first."""
+    """The output words the candidates' predictions move, summed: what their time grows with (the model spends about
+    10 µs on each, its ring cycle by cycle: 2.0 s for 210,000, the H = I = 1024 LSTM's at batch 1 and 1000 steps) — a
+    run the model extrapolates from its steady state (``sim.models.perf.steady``) as its probe's, twice the first."""
     from sim.models.perf import steady  # lazy, as the model
 
     R = -(-hidden // cfg.tile)
