@@ -316,7 +316,7 @@ class _Run:
         q = 0
         sent = 0                                    # the subset's ring items so far
         for n, it in enumerate(sub.items):
-            stored = None                           # the item's last memory write (word level: its request)
+            stored = None                           # the item's last memory write: its grant (word level: a future)
             key = (self.ring_group[s], sent)
             last_round = len(it.rows) - 1
             for round_, (first, present) in enumerate(it.rows):
