@@ -282,6 +282,240 @@ __device__ __forceinline__ void rnn_body(const Params& p) {
     }
 }
 
+
+// ---- the cluster kernels (issue 46): the patent's subsets on thread-block clusters ---------------------------
+//
+// C clusters of CS blocks (CS ≤ 16, compile time), one block per SM, every block for every step (no groups of
+// steps: the subsets split the units). Block b owns units [b·U, b·U + U) and keeps their rows of weight_hh in
+// shared memory, as above, and an LSTM's c. Every block holds all of h_s (the state after s steps) for the whole
+// batch, double-buffered (hs[s & 1]), as the mma's B operand. After the cell, a block hands its units of h_{s+1}
+// on: to every block of its own cluster through distributed shared memory (16-byte stores into each peer's
+// hs[(s+1) & 1], then barrier.cluster.arrive.release; the peers' barrier.cluster.wait.acquire is the only
+// synchronization inside a cluster) and, when C > 1, to the other clusters through global memory as step-tagged
+// words (Lamport-style: a 32-bit word holds the 16-bit value and the step's low 16 bits, so a reader spins on the
+// data itself: no flag, no fence, no grid barrier). A block reads the other clusters' units of h_s by polling
+// those words until each carries tag s. Double buffering is safe: a block writes h_{s+1} only after it has all of
+// h_s, and every block wrote its part of h_s only after its last read of h_{s-1}'s buffer.
+// A wait that lasts ~2 s (clusters not co-resident, or a bug) sets status[0] and goes on, so the host reports a
+// failure instead of hanging the GPU.
+
+struct ClParams {
+    const void* w_hh;   // (gates·H, H) storage type
+    const float* b_hh;  // (gates·H) fp32
+    const void* xp;     // (L, B, gates·H) storage type: x_t·W_ih^T + b_ih
+    const void* h0;     // (B, H) storage type
+    const float* c0;    // (B, H) fp32, LSTM only (may be null)
+    void* y;            // (L, B, H)
+    float* c_last;      // (B, H) fp32, LSTM only (may be null)
+    unsigned* tagged;   // (2, B, H) u32, zero at launch: h_s's bits | (s & 0xffff) << 16 (C > 1 only)
+    unsigned* status;   // status[0] = 1: a wait timed out
+    int H, B, L;
+    int C;   // clusters
+    int U;   // units per block (a multiple of 8)
+    int R;   // rows per block
+    int KS;  // warps splitting a row tile's K
+};
+
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+// the generic address of `p` (this block's shared memory) in block `rank` of the cluster
+template <typename P> __device__ __forceinline__ P* peer_ptr(P* p, unsigned rank) {
+    uint64_t out;
+    asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(out) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
+    return reinterpret_cast<P*>(out);
+}
+__device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+template <typename T> __device__ __forceinline__ unsigned short bits_of(T v) {
+    return *reinterpret_cast<unsigned short*>(&v);
+}
+template <typename T> __device__ __forceinline__ T of_bits(unsigned short v) { return *reinterpret_cast<T*>(&v); }
+
+constexpr unsigned SPIN_LIMIT = 1u << 22;  // polls of one word before giving up (~2 s)
+
+template <int C, typename T, int NT, int CS>
+__device__ __forceinline__ void cluster_body(const ClParams& p) {
+    constexpr int NG = Gates<C>::n;
+    constexpr int BCP = NT * 8;
+    constexpr int RS = BCP + 1;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int H = p.H, WS = H + 8, R = p.R, U = p.U, B = p.B, KS = p.KS;
+    T* ws = reinterpret_cast<T*>(smem);
+    T* hs = ws + static_cast<size_t>(R) * WS;                       // 2 × BCP × WS
+    T* hout = hs + static_cast<size_t>(2) * BCP * WS;               // BCP × U: this block's h_{s+1}
+    float* red = reinterpret_cast<float*>(hout + static_cast<size_t>(BCP) * U);
+    float* cst = red + static_cast<size_t>(KS) * R * RS;            // LSTM: U × BCP
+    T* xs = reinterpret_cast<T*>(cst + (C == LSTM ? U * BCP : 0));  // NG × BCP × U
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int u0 = blockIdx.x * U;
+    const int cid = blockIdx.x / CS;
+    const int cu0 = cid * CS * U, cu1 = min(H, cu0 + CS * U);  // the units of this block's cluster
+    const int kc = H / 8;
+    const int nb = B;  // the whole batch is one column block (B ≤ BCP)
+
+    const T* W = static_cast<const T*>(p.w_hh);
+    for (int i = tid; i < R * kc; i += RNNPIPE_THREADS) {
+        const int r = i / kc, c = i % kc, q = r / U, u = r % U;
+        int4 v = make_int4(0, 0, 0, 0);
+        if (r < NG * U && u0 + u < H)
+            v = *reinterpret_cast<const int4*>(W + (static_cast<size_t>(q) * H + u0 + u) * H + c * 8);
+        *reinterpret_cast<int4*>(ws + static_cast<size_t>(r) * WS + c * 8) = v;
+    }
+    const T* h0 = static_cast<const T*>(p.h0);
+    for (int i = tid; i < 2 * BCP * kc; i += RNNPIPE_THREADS) {  // hs[0] = h0, the rest zeros
+        const int n = (i / kc) % BCP, c = i % kc, buf = i / (BCP * kc);
+        int4 v = make_int4(0, 0, 0, 0);
+        if (buf == 0 && n < nb) v = *reinterpret_cast<const int4*>(h0 + static_cast<size_t>(n) * H + c * 8);
+        *reinterpret_cast<int4*>(hs + (static_cast<size_t>(buf) * BCP + n) * WS + c * 8) = v;
+    }
+    if (C == LSTM) {
+        for (int i = tid; i < U * BCP; i += RNNPIPE_THREADS) {
+            const int u = i / BCP, n = i % BCP;
+            cst[i] = (p.c0 != nullptr && n < nb && u0 + u < H) ? p.c0[static_cast<size_t>(n) * H + u0 + u] : 0.0f;
+        }
+    }
+    __syncthreads();
+    cluster_arrive();  // every block of the cluster runs before anyone writes into its shared memory
+    cluster_wait();
+
+    const int MT = R / 16, KT = H / 16;
+    const T* xp = static_cast<const T*>(p.xp);
+    T* y = static_cast<T*>(p.y);
+    const int uc = U / 4;
+    for (int s = 0; s < p.L; ++s) {
+        const T* xps = xp + static_cast<size_t>(s) * B * NG * H;
+        for (int i = tid; i < NG * nb * uc; i += RNNPIPE_THREADS) {
+            const int c = i % uc, n = (i / uc) % nb, q = i / (uc * nb);
+            if (u0 + c * 4 < H)
+                cp_async8(xs + (q * BCP + n) * U + c * 4, xps + static_cast<size_t>(n) * NG * H + q * H + u0 + c * 4);
+        }
+        T* hcur = hs + static_cast<size_t>(s & 1) * BCP * WS;
+        if (s > 0) {
+            cluster_wait();  // the cluster's units of h_s are in hcur
+            if (p.C > 1) {   // the other clusters' units: spin on the tagged words
+                const unsigned tag = static_cast<unsigned>(s) & 0xffffu;
+                const unsigned* src = p.tagged + static_cast<size_t>(s & 1) * B * H;
+                bool gave_up = ld_relaxed(p.status) != 0;
+                for (int i = tid; i < nb * H; i += RNNPIPE_THREADS) {
+                    const int n = i / H, k = i % H;
+                    if (k >= cu0 && k < cu1) continue;
+                    unsigned v = ld_relaxed(src + i);
+                    unsigned spins = 0;
+                    while ((v >> 16) != tag && !gave_up) {
+                        if (++spins > SPIN_LIMIT) {
+                            atomicExch(p.status, 1u);
+                            gave_up = true;
+                        }
+                        v = ld_relaxed(src + i);
+                    }
+                    hcur[static_cast<size_t>(n) * WS + k] = of_bits<T>(static_cast<unsigned short>(v & 0xffffu));
+                }
+            }
+        }
+        cp_async_wait_all();
+        __syncthreads();
+
+        for (int wi = warp; wi < MT * KS; wi += RNNPIPE_WARPS) {
+            const int m = wi % MT, ks = wi / MT;
+            const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
+            float acc[NT][4];
+#pragma unroll
+            for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+            const T* arow = ws + static_cast<size_t>(m * 16 + (lane & 15)) * WS + (lane >> 4) * 8;
+            const T* brow = hcur + static_cast<size_t>(lane & 7) * WS + ((lane >> 3) & 1) * 8;
+#pragma unroll 2
+            for (int k = k_lo; k < k_hi; ++k) {
+                unsigned a[4];
+                ldsm_x4(a, arow + k * 16);
+#pragma unroll
+                for (int n = 0; n < NT; ++n) {
+                    unsigned b[2];
+                    ldsm_x2(b, brow + static_cast<size_t>(n) * 8 * WS + k * 16);
+                    mma<T>(acc[n], a, b);
+                }
+            }
+            float* out = red + (static_cast<size_t>(ks) * R + m * 16 + (lane >> 2)) * RS + 2 * (lane & 3);
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+                out[n * 8] = acc[n][0];
+                out[n * 8 + 1] = acc[n][1];
+                out[8 * RS + n * 8] = acc[n][2];
+                out[8 * RS + n * 8 + 1] = acc[n][3];
+            }
+        }
+        __syncthreads();
+
+        for (int i = tid; i < U * nb; i += RNNPIPE_THREADS) {
+            const int u = i % U, n = i / U, unit = u0 + u;
+            float h = 0.0f;
+            if (unit < H) {
+                float a[NG], x[NG];
+#pragma unroll
+                for (int q = 0; q < NG; ++q) {
+                    float sum = __ldg(p.b_hh + q * H + unit);
+                    for (int k = 0; k < KS; ++k) sum += red[(static_cast<size_t>(k) * R + q * U + u) * RS + n];
+                    a[q] = sum;
+                    x[q] = to_f(xs[(q * BCP + n) * U + u]);
+                }
+                if (C == ELMAN) {
+                    h = tanhf(a[0] + x[0]);
+                } else if (C == LSTM) {
+                    const float ig = sigmoid(a[0] + x[0]), fg = sigmoid(a[1] + x[1]);
+                    const float gg = tanhf(a[2] + x[2]), og = sigmoid(a[3] + x[3]);
+                    float c = cst[u * BCP + n];
+                    c = fg * c + ig * gg;
+                    cst[u * BCP + n] = c;
+                    if (s == p.L - 1 && p.c_last != nullptr) p.c_last[static_cast<size_t>(n) * H + unit] = c;
+                    h = og * tanhf(c);
+                } else {
+                    const float r = sigmoid(a[0] + x[0]), z = sigmoid(a[1] + x[1]);
+                    const float nn = tanhf(x[2] + r * a[2]);
+                    h = (1.0f - z) * nn + z * to_f(hcur[static_cast<size_t>(n) * WS + unit]);
+                }
+            }
+            hout[n * U + u] = from_f<T>(h);
+        }
+        __syncthreads();
+
+        const int u8 = U / 8;  // 16-byte chunks of a block's units
+        if (s + 1 < p.L) {
+            T* next = hs + static_cast<size_t>((s + 1) & 1) * BCP * WS;
+            for (int i = tid; i < CS * nb * u8; i += RNNPIPE_THREADS) {
+                const int c = i % u8, n = (i / u8) % nb, r = i / (u8 * nb);
+                if (u0 + c * 8 >= H) continue;
+                T* dst = peer_ptr(next + static_cast<size_t>(n) * WS + u0 + c * 8, static_cast<unsigned>(r));
+                *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(hout + n * U + c * 8);
+            }
+            if (p.C > 1) {
+                const unsigned tag = static_cast<unsigned>(s + 1) & 0xffffu;
+                unsigned* dst = p.tagged + static_cast<size_t>((s + 1) & 1) * B * H;
+                for (int i = tid; i < nb * U; i += RNNPIPE_THREADS) {
+                    const int u = i % U, n = i / U;
+                    if (u0 + u < H)
+                        st_relaxed(dst + static_cast<size_t>(n) * H + u0 + u, (tag << 16) | bits_of(hout[n * U + u]));
+                }
+            }
+            cluster_arrive();
+        }
+        T* ys = y + static_cast<size_t>(s) * B * H;
+        for (int i = tid; i < nb * u8; i += RNNPIPE_THREADS) {
+            const int c = i % u8, n = i / u8;
+            if (u0 + c * 8 < H)
+                *reinterpret_cast<int4*>(ys + static_cast<size_t>(n) * H + u0 + c * 8) =
+                    *reinterpret_cast<const int4*>(hout + n * U + c * 8);
+        }
+    }
+    cluster_arrive();  // no block leaves while a peer may still write into its shared memory
+    cluster_wait();
+}
+
 }  // namespace rnnpipe
 
 // One kernel per (cell, storage type, accumulator tiles NT): the host picks the name (gpu.plan.Plan.kernel).
@@ -304,6 +538,52 @@ __device__ __forceinline__ void rnn_body(const Params& p) {
 RNNPIPE_KERNELS(ELMAN, rnn)
 RNNPIPE_KERNELS(LSTM, lstm)
 RNNPIPE_KERNELS(GRU, gru)
+
+// The cluster kernels: (cell, storage type, NT, cluster size CS); the host picks the name (gpu.plan.ClusterPlan).
+#define RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, NT, CS)                                                         \
+    extern "C" __global__ void __cluster_dims__(CS, 1, 1) __launch_bounds__(RNNPIPE_THREADS, 1)                 \
+        rnnpipe_cl_##CNAME##_##TNAME##_n##NT##_c##CS(const void* w_hh, const float* b_hh, const void* xp,        \
+                                                     const void* h0, const float* c0, void* y, float* c_last,    \
+                                                     unsigned* tagged, unsigned* status, int H, int B, int L,    \
+                                                     int C, int U, int R, int KS) {                              \
+        const rnnpipe::ClParams p{w_hh, b_hh, xp, h0, c0, y, c_last, tagged, status, H, B, L, C, U, R, KS};     \
+        rnnpipe::cluster_body<rnnpipe::CELL, T, NT, CS>(p);                                                      \
+    }
+#define RNNPIPE_CL_NT(CELL, CNAME, T, TNAME, CS) \
+    RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, 1, CS) \
+    RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, 2, CS) \
+    RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, 4, CS) \
+    RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, 8, CS)
+#define RNNPIPE_CL_KERNELS(CELL, CNAME)                 \
+    RNNPIPE_CL_NT(CELL, CNAME, __half, f16, 8)          \
+    RNNPIPE_CL_NT(CELL, CNAME, __half, f16, 16)         \
+    RNNPIPE_CL_NT(CELL, CNAME, __nv_bfloat16, bf16, 8)  \
+    RNNPIPE_CL_NT(CELL, CNAME, __nv_bfloat16, bf16, 16)
+
+RNNPIPE_CL_KERNELS(ELMAN, rnn)
+RNNPIPE_CL_KERNELS(LSTM, lstm)
+RNNPIPE_CL_KERNELS(GRU, gru)
+
+// Blocks of a cluster of 16 meet at the cluster barrier `iters` times: time / iters is one cluster barrier.
+extern "C" __global__ void __cluster_dims__(16, 1, 1) rnnpipe_cluster_barrier(int iters) {
+    for (int i = 0; i < iters; ++i) {
+        rnnpipe::cluster_arrive();
+        rnnpipe::cluster_wait();
+    }
+}
+
+// Two blocks hand a step-tagged word back and forth through global memory (relaxed loads and stores, the value's
+// own tag is the flag): time / (2·iters) is one tagged hand-off between clusters.
+extern "C" __global__ void rnnpipe_tag_pingpong(unsigned* words, int iters) {
+    if (threadIdx.x != 0) return;
+    const int me = blockIdx.x, other = 1 - me;
+    for (int i = 0; i < iters; ++i) {
+        const unsigned want = static_cast<unsigned>(i + (me == 1 ? 1 : 0)) & 0xffffu;
+        if (me == 1 || i > 0)
+            while ((rnnpipe::ld_relaxed(words + other) >> 16) != want) {}
+        rnnpipe::st_relaxed(words + me, ((static_cast<unsigned>(i + 1) & 0xffffu) << 16) | 0x3c00u);
+    }
+}
 
 // ---- the model's latencies, measured by the bench ------------------------------------------------------
 
