@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gpu.plan import THREADS, TILE, WARPS, Device, Plan, partitions, plan
+from gpu.plan import THREADS, TILE, WARPS, ClusterPlan, Device, Plan, cluster_plan, partitions, plan
 from hdl.config import UserError
 
-__all__ = ["GpuParams", "H200_PARAMS", "Prediction", "predict", "best_partition"]
+__all__ = ["GpuParams", "H200_PARAMS", "Prediction", "predict", "predict_cluster", "best_partition"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,14 @@ class GpuParams:
     #: the cell: fixed cycles an item (barriers, the partial sums' first read), cycles per gate of a thread's turn
     cell_fixed_cycles: float = 300.0
     cell_gate_cycles: float = 60.0
+    #: the cluster kernels' hand-off (issue 46): a cluster barrier (measured: ``rnnpipe_cluster_barrier``), one
+    #: step-tagged word between SMs through global memory (measured: ``rnnpipe_tag_pingpong``), the bytes an SM
+    #: stores into its peers' shared memory a cycle (assumed)
+    cluster_barrier_ns: float = 200.0
+    tag_hop_ns: float = 250.0
+    dsmem_bytes_per_cycle: float = 32.0
+    #: the cluster kernels' fixed cycles a step (four block barriers, the waits' turn-around; assumed)
+    cluster_fixed_cycles: float = 400.0
 
     def sync_ns(self, n_sm: int) -> float:
         """The flag barrier across ``n_sm`` SMs, interpolated linearly between the measured counts."""
@@ -73,7 +81,9 @@ class GpuParams:
         return {"sms": self.device.sms, "smem_per_block": self.device.smem_per_block, "clock_ghz": self.clock_ghz,
                 "handoff_ns": round(self.handoff_ns, 1),
                 "barrier_ns": {str(k): round(v, 1) for k, v in sorted(self.barrier_ns.items())},
-                "l2_bytes_per_ns": round(self.l2_bytes_per_ns, 1), "macs_per_sm_cycle": self.macs_per_sm_cycle,
+                "l2_bytes_per_ns": round(self.l2_bytes_per_ns, 1),
+                "cluster_barrier_ns": round(self.cluster_barrier_ns, 1), "tag_hop_ns": round(self.tag_hop_ns, 1),
+                "macs_per_sm_cycle": self.macs_per_sm_cycle,
                 "smem_bytes_per_cycle": self.smem_bytes_per_cycle, "sm_l2_bytes_per_cycle": self.sm_l2_bytes_per_cycle}
 
 
@@ -118,15 +128,57 @@ def predict(p: Plan, gp: GpuParams) -> Prediction:
     return Prediction(p, period / 1000.0, load, products, cell, sync)
 
 
+def _products_cell(gp: GpuParams, rows: int, hidden: int, nt: int, ks: int, units: int, gates: int,
+                   nb: float) -> tuple[float, float]:
+    """ns of one item's products (tensor cores, A from shared memory) and of its cell."""
+    ns = 1.0 / gp.clock_ghz
+    mt, kt = rows // TILE, hidden // TILE
+    smem_cycles = mt * kt * (TILE * TILE * 2 + nt * TILE * 8 * 2) / gp.smem_bytes_per_cycle
+    mma_cycles = mt * kt * nt * TILE * TILE * 8 / gp.macs_per_sm_cycle
+    chain_cycles = math.ceil(mt * ks / WARPS) * math.ceil(kt / ks) * (gp.kstep_cycles + gp.kstep_tile_cycles * nt)
+    products = max(smem_cycles, mma_cycles, chain_cycles) * ns
+    turns = math.ceil(units * nb / THREADS)
+    cell = (gp.cell_fixed_cycles + turns * gates * (gp.cell_gate_cycles + 8 * ks)) * ns
+    return products, cell
+
+
+def predict_cluster(p: ClusterPlan, gp: GpuParams) -> Prediction:
+    """The model's µs per step of a cluster plan: every block runs every step, so a step is one item plus the
+    hand-off — the cluster barrier after the DSMEM stores, and with C > 1 a tagged hop between clusters and the
+    other clusters' words read through L2."""
+    ns = 1.0 / gp.clock_ghz
+    products, cell = _products_cell(gp, p.rows, p.hidden, p.nt, p.ks, p.units, p.gates, p.batch)
+    stores = p.cs * p.batch * p.units * 2 / gp.dsmem_bytes_per_cycle * ns
+    sync = gp.cluster_barrier_ns + stores
+    load = 0.0
+    if p.clusters > 1:
+        words = (p.clusters - 1) / p.clusters * p.hidden * p.batch * 4
+        bw = min(gp.sm_l2_bytes_per_cycle / ns, gp.l2_bytes_per_ns / p.grid)
+        load = gp.tag_hop_ns + words / bw
+        sync = max(sync, load)          # the tagged words travel while the cluster barrier completes
+        load = words / bw
+    fixed = gp.cluster_fixed_cycles * ns
+    period = products + cell + sync + load + fixed
+    return Prediction(p, period / 1000.0, load, products, cell + fixed, sync)
+
+
 def best_partition(cell: str, hidden: int, batch: int, steps: int, gp: GpuParams, *, dtype: str = "f16",
-                   candidates: list[int] | None = None) -> tuple[int | None, dict]:
+                   candidates: list[int] | None = None,
+                   cluster_candidates: list[tuple[int, int]] | None = None) -> tuple[int | str | None, dict]:
     """The partition with the fewest predicted µs a step (on a tie the smaller G), and every candidate's
-    prediction (or the reason it cannot run: a string). None when no candidate fits."""
+    prediction (or the reason it cannot run: a string). None when no candidate fits. ``cluster_candidates``
+    ((clusters, cluster size) each) adds the cluster kernels, keyed by their label 'CxCS'."""
     out: dict = {}
     for g in candidates or partitions(gp.device):
         try:
             out[g] = predict(plan(cell, hidden, batch, steps, g, dtype=dtype, device=gp.device), gp)
         except UserError as e:
             out[g] = str(e)
+    for c, cs in cluster_candidates or []:
+        try:
+            out[f"{c}x{cs}"] = predict_cluster(cluster_plan(cell, hidden, batch, steps, c, cs, dtype=dtype,
+                                                            device=gp.device), gp)
+        except UserError as e:
+            out[f"{c}x{cs}"] = str(e)
     fits = {g: pr.us_per_step for g, pr in out.items() if isinstance(pr, Prediction)}
-    return (min(fits, key=lambda g: (fits[g], g)) if fits else None), out
+    return (min(fits, key=lambda g: (fits[g], str(g))) if fits else None), out
