@@ -37,7 +37,8 @@ def check_case(torch, k: Kernels, device, cell: str, H: int, B: int, L: int, G, 
         h0 = (0.5 * torch.randn(B, H, device="cuda")).to(td)
         c0 = torch.randn(B, H, device="cuda") if cell == "lstm" else None
         state = (h0.float()[None], c0[None]) if cell == "lstm" else h0.float()[None]
-        ref, last = m(x.float(), state)
+        with torch.backends.cudnn.flags(enabled=L < 65536):   # cuDNN refuses 66 000 steps: PyTorch's own loop
+            ref, last = m(x.float(), state)
         layer = Layer.from_module(cell, m, dtype)
         y = torch.full((L, B, H), math.nan, dtype=td, device="cuda")
         c_last = torch.full((B, H), math.nan, device="cuda") if cell == "lstm" else None
@@ -78,7 +79,7 @@ def cases(tiny: bool) -> list[tuple]:
                                       (256, 6, 12, 1, 8, 96)):
                 out.append((cell, H, B, L, G, dtype, nt, I))
             for H, B, L, G, I in ((64, 3, 7, (1, 8), 64), (80, 5, 9, (1, 16), 80), (256, 20, 12, (2, 16), 256),
-                                  (512, 1, 40, (4, 16), 512), (1040, 9, 8, (2, 16), 1040), (512, 64, 6, (4, 16), 512),
+                                  (512, 1, 40, (4, 16), 512), (528, 9, 8, (2, 16), 528), (512, 64, 6, (4, 16), 512),
                                   (256, 4, 16, (1, 16), 160)):
                 out.append((cell, H, B, L, G, dtype, 8, I))
     if not tiny:

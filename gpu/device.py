@@ -67,7 +67,9 @@ class Kernels:
             f.max_dynamic_shared_size_bytes = self.smem_limit
             if name.endswith("_c16") or name == "rnnpipe_cluster_barrier":
                 # clusters of 16 are beyond the portable 8: allowed per function
-                self._cupy.cuda.driver.funcSetAttribute(f.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+                # (CuPy's RawKernel holds the driver's function in .kernel)
+                ptr = getattr(getattr(f, "kernel", f), "ptr")
+                self._cupy.cuda.driver.funcSetAttribute(ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
             self._fns[name] = f
         return self._fns[name]
 

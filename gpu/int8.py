@@ -63,7 +63,7 @@ def run_gpu(w: Workload, k, acc_width: int = 32, last_only: bool = False) -> Gol
     dev = "cuda"
 
     def t(a, dtype):
-        return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(dev)
+        return torch.from_numpy(np.array(a, dtype=dtype, copy=True)).to(dev)
 
     B, H, L = w.batch, w.hidden, w.steps
     w_hh, bias, h0, lut = t(w.weight_hh, np.int8), t(w.bias, np.int32), t(w.h0, np.int8), t(w.lut, np.int8)
