@@ -68,7 +68,7 @@ class Kernels:
             if name.endswith("_c16") or name == "rnnpipe_cluster_barrier":
                 # clusters of 16 are beyond the portable 8: allowed per function
                 # (CuPy's RawKernel holds the driver's function in .kernel)
-                ptr = getattr(getattr(f, "kernel", f), "ptr")
+                ptr = getattr(f, "kernel", f).ptr
                 self._cupy.cuda.driver.funcSetAttribute(ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
             self._fns[name] = f
         return self._fns[name]
