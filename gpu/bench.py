@@ -91,6 +91,40 @@ def measure_params(torch, k: Kernels, device, clock_ghz: float) -> GpuParams:
                      cluster_barrier_ns=cluster, tag_hop_ns=tag_hop)
 
 
+def measure_cluster_floor(torch, k: Kernels, gp: GpuParams, steps: int = 1024) -> GpuParams:
+    """The cluster kernels' own costs, learnt from two runs of them (kernel alone, µs a step, best of 3): an Elman
+    layer of H = 128 at batch 1 on one cluster of 16 gives the floor of a cluster step (what is left after the
+    model's products and cell), and H = 512 on two clusters of 16 what a second cluster adds (after its products,
+    cell and words)."""
+    from dataclasses import replace
+
+    from gpu.model import cluster_parts
+
+    def step_ns(H, c, cs):
+        torch.manual_seed(H)
+        m = torch.nn.RNN(H, H).cuda()
+        layer = Layer.from_module("rnn", m, "f16")
+        p = cluster_plan("rnn", H, 1, steps, c, cs, dtype="f16", device=gp.device)
+        xp = layer.input_projection(torch.randn(steps, 1, H, device="cuda").half())
+        h0 = torch.zeros(1, H, dtype=torch.float16, device="cuda")
+        y = torch.empty(steps, 1, H, dtype=torch.float16, device="cuda")
+        tagged = torch.zeros(2 * H, dtype=torch.int32, device="cuda")
+        status = torch.zeros(1, dtype=torch.int32, device="cuda")
+        ms = min(cuda_time(torch, lambda: run_cluster(layer, k, p, xp, h0, y=y, tagged=tagged, status=status), 3))
+        check_launch(torch)
+        if int(status.item()):
+            raise RuntimeError(f"the cluster kernel's wait timed out measuring its floor ({p.describe()})")
+        return p, ms * 1e6 / steps
+
+    p1, t1 = step_ns(128, 1, 16)
+    products, cell, stores, _ = cluster_parts(p1, gp)
+    floor = max(0.0, t1 - products - cell - stores)
+    p2, t2 = step_ns(512, 2, 16)
+    products, cell, stores, words = cluster_parts(p2, gp)
+    cross = max(0.0, t2 - floor - products - cell - stores - words)
+    return replace(gp, cluster_step_ns=floor, cluster_cross_ns=cross)
+
+
 def _cudnn_rows(torch, dnn, opts: BenchOptions, base: dict, cell: str, m, x, ref, budget: dict) -> list[dict]:
     """cuDNN called directly: every algorithm (and, for fp16 PERSIST_STATIC, half math too), each checked against
     the fp32 reference before it is timed; a refusal is a row with cuDNN's words."""
@@ -255,11 +289,14 @@ def run_bench(opts: BenchOptions, log=print) -> Path:
     device, clock = device_info(torch)
     k = Kernels(device.smem_per_block)
     gp = measure_params(torch, k, device, clock)
+    if opts.clusters:
+        gp = measure_cluster_floor(torch, k, gp)
     (out / "gpu-params.json").write_text(json.dumps(gp.to_dict(), indent=1) + "\n")
     log(f"gpu      {device.name}, {device.sms} SMs, {clock:.2f} GHz, {device.smem_per_block // 1024} KiB a block; "
         f"hand-off {gp.handoff_ns:.0f} ns, barrier {', '.join(f'{n} SMs {v:.0f} ns' for n, v in gp.barrier_ns.items())}"
         f", L2 broadcast {gp.l2_bytes_per_ns:.0f} B/ns; cluster barrier (16) {gp.cluster_barrier_ns:.0f} ns, "
-        f"tagged hand-off {gp.tag_hop_ns:.0f} ns")
+        f"tagged hand-off {gp.tag_hop_ns:.0f} ns; a cluster step's floor {gp.cluster_step_ns:.0f} ns, a second "
+        f"cluster {gp.cluster_cross_ns:.0f} ns")
     dnn, budget = None, {"dynamic_s": opts.cudnn_dynamic_budget_s}
     if opts.cudnn:
         from gpu.cudnn import Cudnn

@@ -140,8 +140,10 @@ _SIGS = {
     "cudnnGetRNNTempSpaceSizes": [_VP, _VP, _INT, _VP, _c.POINTER(_SZ), _c.POINTER(_SZ)],
     "cudnnGetRNNWeightParams": [_VP, _VP, _c.c_int32, _SZ, _VP, _c.c_int32, _VP, _c.POINTER(_VP), _VP,
                                 _c.POINTER(_VP)],
-    "cudnnRNNForward": [_VP, _VP, _INT, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _SZ, _VP, _SZ,
-                        _VP, _SZ, _VP],
+    # handle, rnnDesc, fwdMode, devSeqLengths, xDesc, x, yDesc, y, hDesc, hx, hy, cDesc, cx, cy, weightSpaceSize,
+    # weightSpace, workSpaceSize, workSpace, reserveSpaceSize, reserveSpace
+    "cudnnRNNForward": [_VP, _VP, _INT, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _VP, _SZ, _VP, _SZ, _VP,
+                        _SZ, _VP],
 }
 
 

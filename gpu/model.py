@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from gpu.plan import THREADS, TILE, WARPS, ClusterPlan, Device, Plan, cluster_plan, partitions, plan
 from hdl.config import UserError
 
-__all__ = ["GpuParams", "H200_PARAMS", "Prediction", "predict", "predict_cluster", "best_partition"]
+__all__ = ["GpuParams", "H200_PARAMS", "Prediction", "predict", "predict_cluster", "cluster_parts", "best_partition"]
 
 
 @dataclass(frozen=True)
@@ -56,14 +56,17 @@ class GpuParams:
     #: the cell: fixed cycles an item (barriers, the partial sums' first read), cycles per gate of a thread's turn
     cell_fixed_cycles: float = 300.0
     cell_gate_cycles: float = 60.0
-    #: the cluster kernels' hand-off (issue 46): a cluster barrier (measured: ``rnnpipe_cluster_barrier``), one
-    #: step-tagged word between SMs through global memory (measured: ``rnnpipe_tag_pingpong``), the bytes an SM
+    #: the cluster kernels (issue 46): a cluster barrier (measured: ``rnnpipe_cluster_barrier``) and one step-tagged
+    #: word between SMs through global memory (measured: ``rnnpipe_tag_pingpong``), for the record; the bytes an SM
     #: stores into its peers' shared memory a cycle (assumed)
     cluster_barrier_ns: float = 200.0
     tag_hop_ns: float = 250.0
     dsmem_bytes_per_cycle: float = 32.0
-    #: the cluster kernels' fixed cycles a step (four block barriers, the waits' turn-around; assumed)
-    cluster_fixed_cycles: float = 400.0
+    #: what the model adds to a cluster step's products and cell, measured by the bench on the kernels themselves
+    #: (``gpu.bench.measure_cluster_floor``): a step of one cluster (the hand-off through DSMEM, the cluster barrier,
+    #: the block barriers) and what a second cluster adds (the tagged words' round trip through L2)
+    cluster_step_ns: float = 1500.0
+    cluster_cross_ns: float = 800.0
 
     def sync_ns(self, n_sm: int) -> float:
         """The flag barrier across ``n_sm`` SMs, interpolated linearly between the measured counts."""
@@ -83,6 +86,7 @@ class GpuParams:
                 "barrier_ns": {str(k): round(v, 1) for k, v in sorted(self.barrier_ns.items())},
                 "l2_bytes_per_ns": round(self.l2_bytes_per_ns, 1),
                 "cluster_barrier_ns": round(self.cluster_barrier_ns, 1), "tag_hop_ns": round(self.tag_hop_ns, 1),
+                "cluster_step_ns": round(self.cluster_step_ns, 1), "cluster_cross_ns": round(self.cluster_cross_ns, 1),
                 "macs_per_sm_cycle": self.macs_per_sm_cycle,
                 "smem_bytes_per_cycle": self.smem_bytes_per_cycle, "sm_l2_bytes_per_cycle": self.sm_l2_bytes_per_cycle}
 
@@ -142,24 +146,26 @@ def _products_cell(gp: GpuParams, rows: int, hidden: int, nt: int, ks: int, unit
     return products, cell
 
 
-def predict_cluster(p: ClusterPlan, gp: GpuParams) -> Prediction:
-    """The model's µs per step of a cluster plan: every block runs every step, so a step is one item plus the
-    hand-off — the cluster barrier after the DSMEM stores, and with C > 1 a tagged hop between clusters and the
-    other clusters' words read through L2."""
+def cluster_parts(p: ClusterPlan, gp: GpuParams) -> tuple[float, float, float, float]:
+    """ns of a cluster step's products, cell, DSMEM stores and (C > 1) the other clusters' words through L2."""
     ns = 1.0 / gp.clock_ghz
     products, cell = _products_cell(gp, p.rows, p.hidden, p.nt, p.ks, p.units, p.gates, p.batch)
     stores = p.cs * p.batch * p.units * 2 / gp.dsmem_bytes_per_cycle * ns
-    sync = gp.cluster_barrier_ns + stores
-    load = 0.0
+    words = 0.0
     if p.clusters > 1:
-        words = (p.clusters - 1) / p.clusters * p.hidden * p.batch * 4
         bw = min(gp.sm_l2_bytes_per_cycle / ns, gp.l2_bytes_per_ns / p.grid)
-        load = gp.tag_hop_ns + words / bw
-        sync = max(sync, load)          # the tagged words travel while the cluster barrier completes
-        load = words / bw
-    fixed = gp.cluster_fixed_cycles * ns
-    period = products + cell + sync + load + fixed
-    return Prediction(p, period / 1000.0, load, products, cell + fixed, sync)
+        words = (p.clusters - 1) / p.clusters * p.hidden * p.batch * 4 / bw
+    return products, cell, stores, words
+
+
+def predict_cluster(p: ClusterPlan, gp: GpuParams) -> Prediction:
+    """The model's µs per step of a cluster plan: every block runs every step, so a step is one item (products,
+    cell), its DSMEM stores, the measured floor of a cluster step and, with C > 1, the measured cost of a second
+    cluster plus the other clusters' words read through L2."""
+    products, cell, stores, words = cluster_parts(p, gp)
+    sync = gp.cluster_step_ns + stores + (gp.cluster_cross_ns if p.clusters > 1 else 0.0)
+    period = products + cell + sync + words
+    return Prediction(p, period / 1000.0, words, products, cell, sync)
 
 
 def best_partition(cell: str, hidden: int, batch: int, steps: int, gp: GpuParams, *, dtype: str = "f16",

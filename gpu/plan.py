@@ -247,7 +247,7 @@ def _cluster_smem(cell: str, hidden: int, units: int, rows: int, ks: int, nt: in
     width = 8 * nt
     return {"weights": rows * row, "h": 2 * width * row, "h_out": width * units * _ELEM,
             "partials": 4 * ks * rows * (width + 1), "state": 4 * units * width if cell == "lstm" else 0,
-            "inputs": GATE_ROWS[cell] * units * width * _ELEM}
+            "bias": 4 * GATE_ROWS[cell] * units, "inputs": 2 * GATE_ROWS[cell] * units * width * _ELEM}
 
 
 def cluster_plan(cell: str, hidden: int, batch: int, steps: int, clusters: int, cs: int = 16, *,

@@ -339,6 +339,22 @@ template <typename T> __device__ __forceinline__ T of_bits(unsigned short v) { r
 
 constexpr unsigned SPIN_LIMIT = 1u << 22;  // polls of one word before giving up (~2 s)
 
+__device__ __forceinline__ uint4 ld_relaxed4(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_relaxed4(uint4* p, uint4 v) {
+    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ bool tagged4(uint4 v, unsigned tag) {
+    return (v.x >> 16) == tag && (v.y >> 16) == tag && (v.z >> 16) == tag && (v.w >> 16) == tag;
+}
+
 template <int C, typename T, int NT, int CS>
 __device__ __forceinline__ void cluster_body(const ClParams& p) {
     constexpr int NG = Gates<C>::n;
@@ -351,7 +367,8 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
     T* hout = hs + static_cast<size_t>(2) * BCP * WS;               // BCP × U: this block's h_{s+1}
     float* red = reinterpret_cast<float*>(hout + static_cast<size_t>(BCP) * U);
     float* cst = red + static_cast<size_t>(KS) * R * RS;            // LSTM: U × BCP
-    T* xs = reinterpret_cast<T*>(cst + (C == LSTM ? U * BCP : 0));  // NG × BCP × U
+    float* bs = cst + (C == LSTM ? U * BCP : 0);                    // b_hh of the block's units: NG × U
+    T* xs = reinterpret_cast<T*>(bs + NG * U);                      // 2 × NG × BCP × U: xp of steps s, s + 1
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int u0 = blockIdx.x * U;
@@ -381,45 +398,75 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
             cst[i] = (p.c0 != nullptr && n < nb && u0 + u < H) ? p.c0[static_cast<size_t>(n) * H + u0 + u] : 0.0f;
         }
     }
+    for (int i = tid; i < NG * U; i += RNNPIPE_THREADS) {
+        const int q = i / U, u = i % U;
+        bs[i] = u0 + u < H ? p.b_hh[q * H + u0 + u] : 0.0f;
+    }
+    const T* xp = static_cast<const T*>(p.xp);
+    const int uc = U / 4;
+    const int xsz = NG * BCP * U;
+    // step s's part of xp (its units, every gate) into xs[s & 1]: one cp.async group a step, a step ahead
+    auto fetch_xp = [&](int s) {
+        if (s < p.L) {
+            const T* xps = xp + static_cast<size_t>(s) * B * NG * H;
+            T* dst = xs + (s & 1) * xsz;
+            for (int i = tid; i < NG * nb * uc; i += RNNPIPE_THREADS) {
+                const int c = i % uc, n = (i / uc) % nb, q = i / (uc * nb);
+                if (u0 + c * 4 < H)
+                    cp_async8(dst + (q * BCP + n) * U + c * 4, xps + static_cast<size_t>(n) * NG * H + q * H + u0 + c * 4);
+            }
+        }
+        cp_async_commit();
+    };
+    fetch_xp(0);
     __syncthreads();
     cluster_arrive();  // every block of the cluster runs before anyone writes into its shared memory
     cluster_wait();
 
     const int MT = R / 16, KT = H / 16;
-    const T* xp = static_cast<const T*>(p.xp);
     T* y = static_cast<T*>(p.y);
-    const int uc = U / 4;
+    const int H4 = H / 4;
     for (int s = 0; s < p.L; ++s) {
-        const T* xps = xp + static_cast<size_t>(s) * B * NG * H;
-        for (int i = tid; i < NG * nb * uc; i += RNNPIPE_THREADS) {
-            const int c = i % uc, n = (i / uc) % nb, q = i / (uc * nb);
-            if (u0 + c * 4 < H)
-                cp_async8(xs + (q * BCP + n) * U + c * 4, xps + static_cast<size_t>(n) * NG * H + q * H + u0 + c * 4);
-        }
+        fetch_xp(s + 1);
+        const T* xss = xs + (s & 1) * xsz;
         T* hcur = hs + static_cast<size_t>(s & 1) * BCP * WS;
         if (s > 0) {
             cluster_wait();  // the cluster's units of h_s are in hcur
-            if (p.C > 1) {   // the other clusters' units: spin on the tagged words
+            if (p.C > 1) {   // the other clusters' units: spin on the tagged words, 4 a load, 4 loads in flight
                 const unsigned tag = static_cast<unsigned>(s) & 0xffffu;
-                const unsigned* src = p.tagged + static_cast<size_t>(s & 1) * B * H;
+                const uint4* src = reinterpret_cast<const uint4*>(p.tagged + static_cast<size_t>(s & 1) * B * H);
                 bool gave_up = ld_relaxed(p.status) != 0;
-                for (int i = tid; i < nb * H; i += RNNPIPE_THREADS) {
-                    const int n = i / H, k = i % H;
-                    if (k >= cu0 && k < cu1) continue;
-                    unsigned v = ld_relaxed(src + i);
-                    unsigned spins = 0;
-                    while ((v >> 16) != tag && !gave_up) {
-                        if (++spins > SPIN_LIMIT) {
-                            atomicExch(p.status, 1u);
-                            gave_up = true;
-                        }
-                        v = ld_relaxed(src + i);
+                for (int i0 = tid; i0 < nb * H4; i0 += 4 * RNNPIPE_THREADS) {
+                    uint4 v[4];
+                    bool want[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const int i = i0 + j * RNNPIPE_THREADS, k = (i % H4) * 4;
+                        want[j] = i < nb * H4 && !(k >= cu0 && k < cu1);
+                        if (want[j]) v[j] = ld_relaxed4(src + i);
                     }
-                    hcur[static_cast<size_t>(n) * WS + k] = of_bits<T>(static_cast<unsigned short>(v & 0xffffu));
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        if (!want[j]) continue;
+                        const int i = i0 + j * RNNPIPE_THREADS, n = i / H4, k = (i % H4) * 4;
+                        unsigned spins = 0;
+                        while (!tagged4(v[j], tag) && !gave_up) {
+                            if (++spins > SPIN_LIMIT) {
+                                atomicExch(p.status, 1u);
+                                gave_up = true;
+                            }
+                            v[j] = ld_relaxed4(src + i);
+                        }
+                        T* dst = hcur + static_cast<size_t>(n) * WS + k;
+                        dst[0] = of_bits<T>(static_cast<unsigned short>(v[j].x & 0xffffu));
+                        dst[1] = of_bits<T>(static_cast<unsigned short>(v[j].y & 0xffffu));
+                        dst[2] = of_bits<T>(static_cast<unsigned short>(v[j].z & 0xffffu));
+                        dst[3] = of_bits<T>(static_cast<unsigned short>(v[j].w & 0xffffu));
+                    }
                 }
             }
         }
-        cp_async_wait_all();
+        cp_async_wait_prior();  // xp of step s (step s + 1's may still be on its way)
         __syncthreads();
 
         for (int wi = warp; wi < MT * KS; wi += RNNPIPE_WARPS) {
@@ -459,10 +506,10 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
                 float a[NG], x[NG];
 #pragma unroll
                 for (int q = 0; q < NG; ++q) {
-                    float sum = __ldg(p.b_hh + q * H + unit);
+                    float sum = bs[q * U + u];
                     for (int k = 0; k < KS; ++k) sum += red[(static_cast<size_t>(k) * R + q * U + u) * RS + n];
                     a[q] = sum;
-                    x[q] = to_f(xs[(q * BCP + n) * U + u]);
+                    x[q] = to_f(xss[(q * BCP + n) * U + u]);
                 }
                 if (C == ELMAN) {
                     h = tanhf(a[0] + x[0]);
@@ -493,13 +540,18 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
                 T* dst = peer_ptr(next + static_cast<size_t>(n) * WS + u0 + c * 8, static_cast<unsigned>(r));
                 *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(hout + n * U + c * 8);
             }
-            if (p.C > 1) {
-                const unsigned tag = static_cast<unsigned>(s + 1) & 0xffffu;
+            if (p.C > 1) {  // 4 tagged words a store
+                const unsigned tag = (static_cast<unsigned>(s + 1) & 0xffffu) << 16;
                 unsigned* dst = p.tagged + static_cast<size_t>((s + 1) & 1) * B * H;
-                for (int i = tid; i < nb * U; i += RNNPIPE_THREADS) {
-                    const int u = i % U, n = i / U;
-                    if (u0 + u < H)
-                        st_relaxed(dst + static_cast<size_t>(n) * H + u0 + u, (tag << 16) | bits_of(hout[n * U + u]));
+                const int u4 = U / 4;
+                for (int i = tid; i < nb * u4; i += RNNPIPE_THREADS) {
+                    const int g = i % u4, n = i / u4;
+                    if (u0 + g * 4 < H) {
+                        const T* hv = hout + n * U + g * 4;
+                        st_relaxed4(reinterpret_cast<uint4*>(dst + static_cast<size_t>(n) * H + u0 + g * 4),
+                                    make_uint4(tag | bits_of(hv[0]), tag | bits_of(hv[1]), tag | bits_of(hv[2]),
+                                               tag | bits_of(hv[3])));
+                    }
                 }
             }
             cluster_arrive();
@@ -670,7 +722,7 @@ extern "C" __global__ void __launch_bounds__(256) rnnpipe_int8(
     using namespace rnnpipe;
     extern __shared__ __align__(16) unsigned char smem8[];
     const int b = blockIdx.x;
-    const int HP = (H + 15) & ~15, IP = (I + 15) & ~15;
+    const int HP = (H + 15) & ~15;
     signed char* hb = reinterpret_cast<signed char*>(smem8);  // 2 × HP: h_{t-1}, h_t
     signed char* xb = hb + 2 * HP;                            // IP: x_t
     Q8 q{shift, -(1ll << (acc_width - 1)), (1ll << (acc_width - 1)) - 1, flags};

@@ -32,7 +32,8 @@ def test_cudnn_descriptor_arguments():
     assert cudnn.descriptor_args("gru", 64, 64, "PERSIST_DYNAMIC", "bf16", "f32", layers=3)[-1] == 3
     # the C signature: the descriptor, 8 enums, 4 int32 sizes, the dropout descriptor, auxFlags
     assert len(cudnn._SIGS["cudnnSetRNNDescriptor_v8"]) == 15
-    assert len(cudnn._SIGS["cudnnRNNForward"]) == 21
+    assert len(cudnn._SIGS["cudnnRNNForward"]) == 20
+    assert cudnn._SIGS["cudnnRNNForward"][14] is cudnn._SZ and cudnn._SIGS["cudnnRNNForward"][16] is cudnn._SZ
 
 
 @pytest.mark.parametrize("args, message", [
@@ -120,14 +121,15 @@ def test_cluster_kernel_arguments_match_the_source():
 
 def test_model_learns_the_cluster_costs():
     p = cluster_plan("rnn", 512, 1, 256, 2, 16)
-    fast, slow = predict_cluster(p, H200_PARAMS), predict_cluster(p, replace(H200_PARAMS, tag_hop_ns=3000.0))
+    fast, slow = predict_cluster(p, H200_PARAMS), predict_cluster(p, replace(H200_PARAMS, cluster_cross_ns=3000.0))
     assert slow.us_per_step > fast.us_per_step + 2.0
     one = cluster_plan("rnn", 512, 1, 256, 1, 16)
-    assert predict_cluster(one, replace(H200_PARAMS, tag_hop_ns=3000.0)).us_per_step == \
+    assert predict_cluster(one, replace(H200_PARAMS, cluster_cross_ns=3000.0)).us_per_step == \
         predict_cluster(one, H200_PARAMS).us_per_step                  # one cluster never crosses
-    g, out = best_partition("lstm", 512, 1, 256, H200_PARAMS, cluster_candidates=cluster_partitions())
+    quick = replace(H200_PARAMS, cluster_step_ns=300.0, cluster_cross_ns=200.0)
+    g, out = best_partition("lstm", 512, 1, 256, quick, cluster_candidates=cluster_partitions())
     assert g in ("1x16", "2x16", "4x16") and isinstance(out["1x8"], str)
-    g, _ = best_partition("lstm", 512, 1, 256, replace(H200_PARAMS, cluster_barrier_ns=9000.0, tag_hop_ns=9000.0),
+    g, _ = best_partition("lstm", 512, 1, 256, replace(H200_PARAMS, cluster_step_ns=9000.0),
                           cluster_candidates=cluster_partitions())
     assert g in (1, 2, 4)                                                  # slow clusters: the group kernels
 
