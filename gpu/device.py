@@ -51,11 +51,11 @@ def device_info(torch) -> tuple[Device, float]:
 class Kernels:
     """The module of ``gpu/rnn.cu``, its functions by name."""
 
-    def __init__(self, smem_limit: int):
+    def __init__(self, smem_limit: int, path=None):
         import cupy
 
         self._cupy = cupy
-        self.module = cupy.RawModule(path=str(cubin()))
+        self.module = cupy.RawModule(path=str(cubin() if path is None else path))
         self.smem_limit = smem_limit
         self._fns: dict = {}
 

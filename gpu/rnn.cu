@@ -337,6 +337,11 @@ template <typename T> __device__ __forceinline__ unsigned short bits_of(T v) {
 }
 template <typename T> __device__ __forceinline__ T of_bits(unsigned short v) { return *reinterpret_cast<T*>(&v); }
 
+#ifndef RNNPIPE_CL_SKIP
+#define RNNPIPE_CL_SKIP 0  // gpu/floor.py's experiment: stages of the cluster step left out (timing only)
+#endif
+#define CL_DO(bit) ((RNNPIPE_CL_SKIP & (bit)) == 0)
+
 constexpr unsigned SPIN_LIMIT = 1u << 22;  // polls of one word before giving up (~2 s)
 
 __device__ __forceinline__ uint4 ld_relaxed4(const uint4* p) {
@@ -407,7 +412,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
     const int xsz = NG * BCP * U;
     // step s's part of xp (its units, every gate) into xs[s & 1]: one cp.async group a step, a step ahead
     auto fetch_xp = [&](int s) {
-        if (s < p.L) {
+        if (CL_DO(32) && s < p.L) {
             const T* xps = xp + static_cast<size_t>(s) * B * NG * H;
             T* dst = xs + (s & 1) * xsz;
             for (int i = tid; i < NG * nb * uc; i += RNNPIPE_THREADS) {
@@ -430,7 +435,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
         fetch_xp(s + 1);
         const T* xss = xs + (s & 1) * xsz;
         T* hcur = hs + static_cast<size_t>(s & 1) * BCP * WS;
-        if (s > 0) {
+        if (s > 0 && CL_DO(2)) {
             cluster_wait();  // the cluster's units of h_s are in hcur
             if (p.C > 1) {   // the other clusters' units: spin on the tagged words, 4 a load, 4 loads in flight
                 const unsigned tag = static_cast<unsigned>(s) & 0xffffu;
@@ -469,7 +474,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
         cp_async_wait_prior();  // xp of step s (step s + 1's may still be on its way)
         __syncthreads();
 
-        for (int wi = warp; wi < MT * KS; wi += RNNPIPE_WARPS) {
+        for (int wi = warp; CL_DO(4) && wi < MT * KS; wi += RNNPIPE_WARPS) {
             const int m = wi % MT, ks = wi / MT;
             const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
             float acc[NT][4];
@@ -502,7 +507,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
         for (int i = tid; i < U * nb; i += RNNPIPE_THREADS) {
             const int u = i % U, n = i / U, unit = u0 + u;
             float h = 0.0f;
-            if (unit < H) {
+            if (CL_DO(8) && unit < H) {
                 float a[NG], x[NG];
 #pragma unroll
                 for (int q = 0; q < NG; ++q) {
@@ -534,7 +539,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
         const int u8 = U / 8;  // 16-byte chunks of a block's units
         if (s + 1 < p.L) {
             T* next = hs + static_cast<size_t>((s + 1) & 1) * BCP * WS;
-            for (int i = tid; i < CS * nb * u8; i += RNNPIPE_THREADS) {
+            for (int i = tid; CL_DO(1) && i < CS * nb * u8; i += RNNPIPE_THREADS) {
                 const int c = i % u8, n = (i / u8) % nb, r = i / (u8 * nb);
                 if (u0 + c * 8 >= H) continue;
                 T* dst = peer_ptr(next + static_cast<size_t>(n) * WS + u0 + c * 8, static_cast<unsigned>(r));
@@ -554,10 +559,10 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
                     }
                 }
             }
-            cluster_arrive();
+            if (CL_DO(2)) cluster_arrive();
         }
         T* ys = y + static_cast<size_t>(s) * B * H;
-        for (int i = tid; i < nb * u8; i += RNNPIPE_THREADS) {
+        for (int i = tid; CL_DO(16) && i < nb * u8; i += RNNPIPE_THREADS) {
             const int c = i % u8, n = i / u8;
             if (u0 + c * 8 < H)
                 *reinterpret_cast<int4*>(ys + static_cast<size_t>(n) * H + u0 + c * 8) =
@@ -587,9 +592,11 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
     RNNPIPE_KERNELS_NT(CELL, CNAME, __half, f16)         \
     RNNPIPE_KERNELS_NT(CELL, CNAME, __nv_bfloat16, bf16)
 
+#ifndef RNNPIPE_EXPERIMENT  // gpu/floor.py builds one cluster kernel alone
 RNNPIPE_KERNELS(ELMAN, rnn)
 RNNPIPE_KERNELS(LSTM, lstm)
 RNNPIPE_KERNELS(GRU, gru)
+#endif
 
 // The cluster kernels: (cell, storage type, NT, cluster size CS); the host picks the name (gpu.plan.ClusterPlan).
 #define RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, NT, CS)                                                         \
@@ -612,9 +619,13 @@ RNNPIPE_KERNELS(GRU, gru)
     RNNPIPE_CL_NT(CELL, CNAME, __nv_bfloat16, bf16, 8)  \
     RNNPIPE_CL_NT(CELL, CNAME, __nv_bfloat16, bf16, 16)
 
+#ifndef RNNPIPE_EXPERIMENT
 RNNPIPE_CL_KERNELS(ELMAN, rnn)
 RNNPIPE_CL_KERNELS(LSTM, lstm)
 RNNPIPE_CL_KERNELS(GRU, gru)
+#else
+RNNPIPE_CL_KERNEL(ELMAN, rnn, __half, f16, 1, 16)
+#endif
 
 // Blocks of a cluster of 16 meet at the cluster barrier `iters` times: time / iters is one cluster barrier.
 extern "C" __global__ void __cluster_dims__(16, 1, 1) rnnpipe_cluster_barrier(int iters) {
