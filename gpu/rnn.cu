@@ -92,6 +92,54 @@ template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float (&c)[4], co
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One warp's products over k-steps [k_lo, k_hi) of a 16-row tile by NT column tiles, into acc (zeroed here). The
+// mma's accumulator chain is the bound at small batch (each mma waits for the last), so the k-steps go round CH
+// independent chains — their fragments loaded first, then their mmas — and are summed at the end (issue 46: the
+// products were 1.5 µs of a 2.9 µs cluster step at H = 1024, batch 1, with one chain).
+template <typename T, int NT>
+__device__ __forceinline__ void warp_products(float (&acc)[NT][4], const T* arow, const T* brow, int WS, int k_lo,
+                                              int k_hi) {
+    constexpr int CH = NT <= 2 ? 4 : (NT == 4 ? 2 : 1);
+    float part[CH][NT][4];
+#pragma unroll
+    for (int c = 0; c < CH; ++c)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) part[c][n][0] = part[c][n][1] = part[c][n][2] = part[c][n][3] = 0.0f;
+    int k = k_lo;
+    for (; k + CH <= k_hi; k += CH) {
+        unsigned a[CH][4], b[CH][NT][2];
+#pragma unroll
+        for (int c = 0; c < CH; ++c) {
+            ldsm_x4(a[c], arow + (k + c) * 16);
+#pragma unroll
+            for (int n = 0; n < NT; ++n) ldsm_x2(b[c][n], brow + static_cast<size_t>(n) * 8 * WS + (k + c) * 16);
+        }
+#pragma unroll
+        for (int c = 0; c < CH; ++c)
+#pragma unroll
+            for (int n = 0; n < NT; ++n) mma<T>(part[c][n], a[c], b[c][n]);
+    }
+    for (; k < k_hi; ++k) {
+        unsigned a[4];
+        ldsm_x4(a, arow + k * 16);
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            unsigned b[2];
+            ldsm_x2(b, brow + static_cast<size_t>(n) * 8 * WS + k * 16);
+            mma<T>(part[0][n], a, b);
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float v = part[0][n][i];
+#pragma unroll
+            for (int c = 1; c < CH; ++c) v += part[c][n][i];
+            acc[n][i] = v;
+        }
+}
+
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
@@ -214,21 +262,9 @@ __device__ __forceinline__ void rnn_body(const Params& p) {
                 const int m = wi % MT, ks = wi / MT;
                 const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
                 float acc[NT][4];
-#pragma unroll
-                for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
                 const T* arow = ws + static_cast<size_t>(m * 16 + (lane & 15)) * WS + (lane >> 4) * 8;
                 const T* brow = hs + static_cast<size_t>(lane & 7) * WS + ((lane >> 3) & 1) * 8;
-#pragma unroll 2
-                for (int k = k_lo; k < k_hi; ++k) {
-                    unsigned a[4];
-                    ldsm_x4(a, arow + k * 16);
-#pragma unroll
-                    for (int n = 0; n < NT; ++n) {
-                        unsigned b[2];
-                        ldsm_x2(b, brow + static_cast<size_t>(n) * 8 * WS + k * 16);
-                        mma<T>(acc[n], a, b);
-                    }
-                }
+                warp_products<T, NT>(acc, arow, brow, WS, k_lo, k_hi);
                 float* out = red + (static_cast<size_t>(ks) * R + m * 16 + (lane >> 2)) * RS + 2 * (lane & 3);
 #pragma unroll
                 for (int n = 0; n < NT; ++n) {
@@ -317,6 +353,9 @@ struct ClParams {
 };
 
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
@@ -381,6 +420,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
     const int cu0 = cid * CS * U, cu1 = min(H, cu0 + CS * U);  // the units of this block's cluster
     const int kc = H / 8;
     const int nb = B;  // the whole batch is one column block (B ≤ BCP)
+    constexpr int HALF = RNNPIPE_THREADS / 2;
 
     const T* W = static_cast<const T*>(p.w_hh);
     for (int i = tid; i < R * kc; i += RNNPIPE_THREADS) {
@@ -415,7 +455,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
         if (CL_DO(32) && s < p.L) {
             const T* xps = xp + static_cast<size_t>(s) * B * NG * H;
             T* dst = xs + (s & 1) * xsz;
-            for (int i = tid; i < NG * nb * uc; i += RNNPIPE_THREADS) {
+            for (int i = tid - HALF; tid >= HALF && i < NG * nb * uc; i += HALF) {
                 const int c = i % uc, n = (i / uc) % nb, q = i / (uc * nb);
                 if (u0 + c * 4 < H)
                     cp_async8(dst + (q * BCP + n) * U + c * 4, xps + static_cast<size_t>(n) * NG * H + q * H + u0 + c * 4);
@@ -478,21 +518,9 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
             const int m = wi % MT, ks = wi / MT;
             const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
             float acc[NT][4];
-#pragma unroll
-            for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
             const T* arow = ws + static_cast<size_t>(m * 16 + (lane & 15)) * WS + (lane >> 4) * 8;
             const T* brow = hcur + static_cast<size_t>(lane & 7) * WS + ((lane >> 3) & 1) * 8;
-#pragma unroll 2
-            for (int k = k_lo; k < k_hi; ++k) {
-                unsigned a[4];
-                ldsm_x4(a, arow + k * 16);
-#pragma unroll
-                for (int n = 0; n < NT; ++n) {
-                    unsigned b[2];
-                    ldsm_x2(b, brow + static_cast<size_t>(n) * 8 * WS + k * 16);
-                    mma<T>(acc[n], a, b);
-                }
-            }
+            warp_products<T, NT>(acc, arow, brow, WS, k_lo, k_hi);
             float* out = red + (static_cast<size_t>(ks) * R + m * 16 + (lane >> 2)) * RS + 2 * (lane & 3);
 #pragma unroll
             for (int n = 0; n < NT; ++n) {
@@ -539,7 +567,10 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
         const int u8 = U / 8;  // 16-byte chunks of a block's units
         if (s + 1 < p.L) {
             T* next = hs + static_cast<size_t>((s + 1) & 1) * BCP * WS;
-            for (int i = tid; CL_DO(1) && i < CS * nb * u8; i += RNNPIPE_THREADS) {
+            // warps 0 .. 3 hand h on (DSMEM stores, then a release arrive); warps 4 .. 7 store y and fetch xp and
+            // arrive relaxed, so the barrier never waits for those global stores and copies (a release orders every
+            // earlier write of its thread: y's stores cost 0.25 µs a step and xp's copies 0.3 before the split)
+            for (int i = tid; CL_DO(1) && tid < HALF && i < CS * nb * u8; i += HALF) {
                 const int c = i % u8, n = (i / u8) % nb, r = i / (u8 * nb);
                 if (u0 + c * 8 >= H) continue;
                 T* dst = peer_ptr(next + static_cast<size_t>(n) * WS + u0 + c * 8, static_cast<unsigned>(r));
@@ -549,7 +580,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
                 const unsigned tag = (static_cast<unsigned>(s + 1) & 0xffffu) << 16;
                 unsigned* dst = p.tagged + static_cast<size_t>((s + 1) & 1) * B * H;
                 const int u4 = U / 4;
-                for (int i = tid; i < nb * u4; i += RNNPIPE_THREADS) {
+                for (int i = tid - HALF; tid >= HALF && i < nb * u4; i += HALF) {  // warps 4 .. 7: no release waits
                     const int g = i % u4, n = i / u4;
                     if (u0 + g * 4 < H) {
                         const T* hv = hout + n * U + g * 4;
@@ -559,10 +590,13 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
                     }
                 }
             }
-            if (CL_DO(2)) cluster_arrive();
+            if (CL_DO(2)) {
+                if (tid < HALF) cluster_arrive();
+                else cluster_arrive_relaxed();
+            }
         }
         T* ys = y + static_cast<size_t>(s) * B * H;
-        for (int i = tid; CL_DO(16) && i < nb * u8; i += RNNPIPE_THREADS) {
+        for (int i = tid - HALF; CL_DO(16) && tid >= HALF && i < nb * u8; i += HALF) {
             const int c = i % u8, n = i / u8;
             if (u0 + c * 8 < H)
                 *reinterpret_cast<int4*>(ys + static_cast<size_t>(n) * H + u0 + c * 8) =
