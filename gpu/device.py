@@ -22,18 +22,18 @@ NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 TOLERANCE = {"f16": 1e-2, "bf16": 6e-2}
 
 
-def require_gpu():
-    """PyTorch (with a CUDA GPU) and CuPy, or :class:`UserError` in one line."""
+def require_gpu(what: str = "gpu-bench"):
+    """PyTorch (with a CUDA GPU) and CuPy, or :class:`UserError` in one line naming ``what`` needs them."""
     try:
         import torch
     except ImportError as e:
-        raise UserError(f"gpu-bench needs PyTorch with CUDA and a GPU: PyTorch does not import ({e})") from None
+        raise UserError(f"{what} needs PyTorch with CUDA and a GPU: PyTorch does not import ({e})") from None
     if not torch.cuda.is_available():
-        raise UserError("gpu-bench needs an NVIDIA GPU: PyTorch sees none on this machine")
+        raise UserError(f"{what} needs an NVIDIA GPU: PyTorch sees none on this machine")
     try:
         import cupy
     except ImportError as e:
-        raise UserError(f"gpu-bench loads its kernels with CuPy, which does not import here ({e})") from None
+        raise UserError(f"{what} loads its kernels with CuPy, which does not import here ({e})") from None
     return torch, cupy
 
 

@@ -31,7 +31,7 @@ def _kernels():
         from gpu.device import Kernels, device_info, require_gpu
         from gpu.model import H200_PARAMS
 
-        torch, _ = require_gpu()
+        torch, _ = require_gpu("gpu.nn")
         device, clock = device_info(torch)
         _KERNELS = Kernels(device.smem_per_block)
         _PARAMS = replace(H200_PARAMS, device=device, clock_ghz=clock)

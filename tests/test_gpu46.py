@@ -208,5 +208,17 @@ def test_drop_in_without_a_gpu():
         pytest.skip("this machine has a GPU")
     from gpu import nn as gnn
 
-    with pytest.raises(UserError, match="needs an NVIDIA GPU"):
+    with pytest.raises(UserError, match="^gpu.nn needs an NVIDIA GPU: PyTorch sees none on this machine$"):
         gnn.GRU(8, 32)(torch.zeros(3, 1, 8))
+
+
+def test_gpu_run_without_a_gpu(capsys, tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from sim.models.workload import random_workload, save_workload
+
+    save_workload(random_workload(32, 8, 2, 4, 1), tmp_path / "w.npz")
+    assert gpu_cli.main(["gpu-run", "--workload", str(tmp_path / "w.npz"), "--out", str(tmp_path / "o.npz")]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "rnnpipe: error: gpu-run needs an NVIDIA GPU: PyTorch sees none on this machine"

@@ -95,7 +95,7 @@ def cmd_gpu_run(args) -> int:
     from gpu.device import Kernels, device_info, require_gpu
     from gpu.int8 import run_gpu
 
-    torch, _ = require_gpu()
+    torch, _ = require_gpu("gpu-run")
     device, _ = device_info(torch)
     res = run_gpu(w, Kernels(device.smem_per_block), acc_width=acc_width, last_only=args.last_only)
     h = res.h
