@@ -92,37 +92,51 @@ def measure_params(torch, k: Kernels, device, clock_ghz: float) -> GpuParams:
 
 
 def measure_cluster_floor(torch, k: Kernels, gp: GpuParams, steps: int = 1024) -> GpuParams:
-    """The cluster kernels' own costs, learnt from two runs of them (kernel alone, µs a step, best of 3): an Elman
-    layer of H = 128 at batch 1 on one cluster of 16 gives the floor of a cluster step (what is left after the
-    model's products and cell), and H = 512 on two clusters of 16 what a second cluster adds (after its products,
-    cell and words)."""
+    """The kernels' own costs, learnt from runs of them (Elman, kernel alone, ns a step, best of 3) before the bench:
+    on one cluster of 16, H = 128 batch 1, H = 1024 batch 1 and H = 256 batch 64 give, after the model's cell, a
+    cluster step's floor, one k-step of a warp's products and the ns per byte stored into the peers (three equations,
+    three unknowns); H = 512 batch 1 on two clusters what a second cluster adds; a group kernel at G = 1, H = 256
+    batch 1, what a group step costs beyond :func:`gpu.model.predict`'s parts."""
     from dataclasses import replace
 
-    from gpu.model import cluster_parts
+    import numpy as np
 
-    def step_ns(H, c, cs):
-        torch.manual_seed(H)
-        m = torch.nn.RNN(H, H).cuda()
-        layer = Layer.from_module("rnn", m, "f16")
-        p = cluster_plan("rnn", H, 1, steps, c, cs, dtype="f16", device=gp.device)
-        xp = layer.input_projection(torch.randn(steps, 1, H, device="cuda").half())
-        h0 = torch.zeros(1, H, dtype=torch.float16, device="cuda")
-        y = torch.empty(steps, 1, H, dtype=torch.float16, device="cuda")
-        tagged = torch.zeros(2 * H, dtype=torch.int32, device="cuda")
+    from gpu.model import cluster_parts, dsmem_bytes, kchain
+
+    def layer_of(H, B):
+        torch.manual_seed(H + B)
+        layer = Layer.from_module("rnn", torch.nn.RNN(H, H).cuda(), "f16")
+        xp = layer.input_projection(torch.randn(steps, B, H, device="cuda").half())
+        h0 = torch.zeros(B, H, dtype=torch.float16, device="cuda")
+        y = torch.empty(steps, B, H, dtype=torch.float16, device="cuda")
+        return layer, xp, h0, y
+
+    def cluster_ns(H, B, c):
+        layer, xp, h0, y = layer_of(H, B)
+        p = cluster_plan("rnn", H, B, steps, c, 16, dtype="f16", device=gp.device)
+        tagged = torch.zeros(2 * B * H, dtype=torch.int32, device="cuda")
         status = torch.zeros(1, dtype=torch.int32, device="cuda")
         ms = min(cuda_time(torch, lambda: run_cluster(layer, k, p, xp, h0, y=y, tagged=tagged, status=status), 3))
         check_launch(torch)
         if int(status.item()):
-            raise RuntimeError(f"the cluster kernel's wait timed out measuring its floor ({p.describe()})")
+            raise RuntimeError(f"the cluster kernel's wait timed out measuring its costs ({p.describe()})")
         return p, ms * 1e6 / steps
 
-    p1, t1 = step_ns(128, 1, 16)
-    products, cell, stores, _ = cluster_parts(p1, gp)
-    floor = max(0.0, t1 - products - cell - stores)
-    p2, t2 = step_ns(512, 2, 16)
+    runs = [cluster_ns(128, 1, 1), cluster_ns(1024, 1, 1), cluster_ns(256, 64, 1)]
+    a = np.array([[1.0, kchain(p.rows, p.hidden, p.ks), dsmem_bytes(p)] for p, _ in runs])
+    rhs = np.array([t - cluster_parts(p, gp)[1] for p, t in runs])
+    floor, kstep, per_byte = (max(0.0, float(v)) for v in np.linalg.solve(a, rhs))
+    gp = replace(gp, cluster_step_ns=floor, cluster_kstep_ns=kstep, dsmem_ns_per_byte=per_byte)
+    p2, t2 = cluster_ns(512, 1, 2)
     products, cell, stores, words = cluster_parts(p2, gp)
     cross = max(0.0, t2 - floor - products - cell - stores - words)
-    return replace(gp, cluster_step_ns=floor, cluster_cross_ns=cross)
+    layer, xp, h0, y = layer_of(256, 1)
+    pg = plan("rnn", 256, 1, steps, 1, dtype="f16", device=gp.device)
+    flags = torch.zeros(pg.grid, dtype=torch.int32, device="cuda")
+    ms = min(cuda_time(torch, lambda: layer.run(k, pg, xp, h0, y=y, flags=flags), 3))
+    check_launch(torch)
+    extra = max(0.0, ms * 1e6 / steps - predict(pg, gp).us_per_step * 1000)
+    return replace(gp, cluster_cross_ns=cross, group_extra_ns=extra)
 
 
 def _cudnn_rows(torch, dnn, opts: BenchOptions, base: dict, cell: str, m, x, ref, budget: dict) -> list[dict]:
@@ -295,8 +309,10 @@ def run_bench(opts: BenchOptions, log=print) -> Path:
     log(f"gpu      {device.name}, {device.sms} SMs, {clock:.2f} GHz, {device.smem_per_block // 1024} KiB a block; "
         f"hand-off {gp.handoff_ns:.0f} ns, barrier {', '.join(f'{n} SMs {v:.0f} ns' for n, v in gp.barrier_ns.items())}"
         f", L2 broadcast {gp.l2_bytes_per_ns:.0f} B/ns; cluster barrier (16) {gp.cluster_barrier_ns:.0f} ns, "
-        f"tagged hand-off {gp.tag_hop_ns:.0f} ns; a cluster step's floor {gp.cluster_step_ns:.0f} ns, a second "
-        f"cluster {gp.cluster_cross_ns:.0f} ns")
+        f"tagged hand-off {gp.tag_hop_ns:.0f} ns; learnt from the kernels: a cluster step's floor "
+        f"{gp.cluster_step_ns:.0f} ns, a k-step {gp.cluster_kstep_ns or 0:.1f} ns, DSMEM "
+        f"{1 / (gp.dsmem_ns_per_byte or 1e9):.2f} B/ns, a second cluster {gp.cluster_cross_ns:.0f} ns, a group step "
+        f"+{gp.group_extra_ns:.0f} ns")
     dnn, budget = None, {"dynamic_s": opts.cudnn_dynamic_budget_s}
     if opts.cudnn:
         from gpu.cudnn import Cudnn

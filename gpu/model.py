@@ -67,6 +67,11 @@ class GpuParams:
     #: the block barriers) and what a second cluster adds (the tagged words' round trip through L2)
     cluster_step_ns: float = 1500.0
     cluster_cross_ns: float = 800.0
+    #: learnt the same way (None: the assumed figures above): one k-step of a warp's products in the cluster kernel,
+    #: ns per byte a block stores into its peers, and what a group-kernel step costs beyond ``predict``'s parts
+    cluster_kstep_ns: float | None = None
+    dsmem_ns_per_byte: float | None = None
+    group_extra_ns: float = 0.0
 
     def sync_ns(self, n_sm: int) -> float:
         """The flag barrier across ``n_sm`` SMs, interpolated linearly between the measured counts."""
@@ -87,6 +92,9 @@ class GpuParams:
                 "l2_bytes_per_ns": round(self.l2_bytes_per_ns, 1),
                 "cluster_barrier_ns": round(self.cluster_barrier_ns, 1), "tag_hop_ns": round(self.tag_hop_ns, 1),
                 "cluster_step_ns": round(self.cluster_step_ns, 1), "cluster_cross_ns": round(self.cluster_cross_ns, 1),
+                "cluster_kstep_ns": None if self.cluster_kstep_ns is None else round(self.cluster_kstep_ns, 2),
+                "dsmem_ns_per_byte": None if self.dsmem_ns_per_byte is None else round(self.dsmem_ns_per_byte, 4),
+                "group_extra_ns": round(self.group_extra_ns, 1),
                 "macs_per_sm_cycle": self.macs_per_sm_cycle,
                 "smem_bytes_per_cycle": self.smem_bytes_per_cycle, "sm_l2_bytes_per_cycle": self.sm_l2_bytes_per_cycle}
 
@@ -128,7 +136,7 @@ def predict(p: Plan, gp: GpuParams) -> Prediction:
     cell = (gp.cell_fixed_cycles + turns * p.gates * (gp.cell_gate_cycles + 8 * p.ks)) * ns
     sync = gp.sync_ns(p.n_sm)
     item = load + products + cell
-    period = max(p.col_blocks * item / p.partition, item + sync)
+    period = max(p.col_blocks * item / p.partition, item + sync) + gp.group_extra_ns
     return Prediction(p, period / 1000.0, load, products, cell, sync)
 
 
@@ -146,11 +154,25 @@ def _products_cell(gp: GpuParams, rows: int, hidden: int, nt: int, ks: int, unit
     return products, cell
 
 
+def kchain(rows: int, hidden: int, ks: int) -> int:
+    """k-steps one warp runs in a row: its share of the (row tile, K slice) pairs times its slice's k-steps."""
+    mt, kt = rows // TILE, hidden // TILE
+    return math.ceil(mt * ks / WARPS) * math.ceil(kt / ks)
+
+
+def dsmem_bytes(p: ClusterPlan) -> int:
+    """Bytes a block of a cluster plan stores into its peers' shared memory a step."""
+    return p.cs * p.batch * p.units * 2
+
+
 def cluster_parts(p: ClusterPlan, gp: GpuParams) -> tuple[float, float, float, float]:
     """ns of a cluster step's products, cell, DSMEM stores and (C > 1) the other clusters' words through L2."""
     ns = 1.0 / gp.clock_ghz
     products, cell = _products_cell(gp, p.rows, p.hidden, p.nt, p.ks, p.units, p.gates, p.batch)
-    stores = p.cs * p.batch * p.units * 2 / gp.dsmem_bytes_per_cycle * ns
+    if gp.cluster_kstep_ns is not None:
+        products = gp.cluster_kstep_ns * kchain(p.rows, p.hidden, p.ks)
+    stores = dsmem_bytes(p) * (gp.dsmem_ns_per_byte if gp.dsmem_ns_per_byte is not None
+                               else ns / gp.dsmem_bytes_per_cycle)
     words = 0.0
     if p.clusters > 1:
         bw = min(gp.sm_l2_bytes_per_cycle / ns, gp.l2_bytes_per_ns / p.grid)
