@@ -21,15 +21,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpu import flash
-from gpu.device import TOLERANCE, Kernels, Layer, check_launch, cuda_time, device_info, require_gpu
-from gpu.model import GpuParams, best_partition, predict
-from gpu.plan import plan
+from gpu.device import (
+    TOLERANCE,
+    Kernels,
+    Layer,
+    check_launch,
+    cuda_time,
+    device_info,
+    first_mismatch,
+    require_gpu,
+    run_cluster,
+)
+from gpu.model import GpuParams, best_partition, predict, predict_cluster
+from gpu.plan import cluster_partitions, cluster_plan, plan
 from hdl.config import UserError
 
 __all__ = ["BenchOptions", "measure_params", "run_bench", "FIELDS"]
 
-FIELDS = ("cell", "hidden", "batch", "steps", "dtype", "method", "partition", "us_per_step", "kernel_us_per_step",
-          "max_err", "tol", "predicted_us", "predicted_best", "status", "reason")
+#: cuDNN's algorithms and math precisions the bench calls directly (fp16 math only where it is fp16 storage)
+CUDNN_CONFIGS = (("STANDARD", "f32"), ("PERSIST_STATIC", "f32"), ("PERSIST_STATIC", "f16"),
+                 ("PERSIST_STATIC_SMALL_H", "f32"), ("PERSIST_DYNAMIC", "f32"))
+FIELDS = ("cell", "hidden", "inputs", "batch", "steps", "dtype", "method", "partition", "us_per_step",
+          "kernel_us_per_step", "max_err", "tol", "predicted_us", "predicted_best", "status", "reason")
 _MODULES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}
 
 
@@ -40,6 +53,10 @@ class BenchOptions:
     cells: list = field(default_factory=lambda: ["rnn", "lstm", "gru"])
     steps: int = 256
     partitions: list = field(default_factory=lambda: [1, 2, 4])
+    clusters: list = field(default_factory=cluster_partitions)
+    inputs: int | None = None               # I (None: I = H)
+    cudnn: bool = True                      # cuDNN's algorithms called directly
+    cudnn_dynamic_budget_s: float = 120.0   # seconds PERSIST_DYNAMIC's runtime builds may take in all
     dtype: str = "f16"
     repeats: int = 5
     flashrnn: bool = True
@@ -48,15 +65,18 @@ class BenchOptions:
 
 
 def measure_params(torch, k: Kernels, device, clock_ghz: float) -> GpuParams:
-    """The model's measured figures: one hand-off, the flag barrier over 32, 66 and all SMs, L2's broadcast."""
+    """The model's measured figures: one hand-off, the flag barrier over 32, 66 and all SMs, L2's broadcast, a
+    cluster barrier of 16 blocks and one step-tagged hand-off (the cluster kernels')."""
     iters = 2000
     flags = torch.zeros(device.sms, dtype=torch.int32, device="cuda")
 
     def once(name, grid, args):
         flags.zero_()
-        k.launch(name, grid, 32 if name == "rnnpipe_pingpong" else 256, args)
+        k.launch(name, grid, 32 if name.endswith("pingpong") else 256, args)
 
     handoff = min(cuda_time(torch, lambda: once("rnnpipe_pingpong", 2, (flags, iters)), 3)) * 1e6 / (2 * iters)
+    tag_hop = min(cuda_time(torch, lambda: once("rnnpipe_tag_pingpong", 2, (flags, iters)), 3)) * 1e6 / (2 * iters)
+    cluster = min(cuda_time(torch, lambda: k.launch("rnnpipe_cluster_barrier", 16, 256, (iters,)), 3)) * 1e6 / iters
     barrier = {}
     for n in sorted({32, 66, device.sms}):
         if n <= device.sms:
@@ -67,66 +87,188 @@ def measure_params(torch, k: Kernels, device, clock_ghz: float) -> GpuParams:
     ms = min(cuda_time(torch, lambda: k.launch("rnnpipe_l2_read", device.sms, 512, (buf, n16, reads, sink)), 3))
     l2 = device.sms * n16 * 16 * reads / (ms * 1e6)
     check_launch(torch)
-    return GpuParams(device, clock_ghz, handoff_ns=handoff, barrier_ns=barrier, l2_bytes_per_ns=l2)
+    return GpuParams(device, clock_ghz, handoff_ns=handoff, barrier_ns=barrier, l2_bytes_per_ns=l2,
+                     cluster_barrier_ns=cluster, tag_hop_ns=tag_hop)
 
 
-def _point(torch, k: Kernels, opts: BenchOptions, gp: GpuParams, cell: str, H: int, B: int) -> list[dict]:
-    """The rows of one (cell, H, batch): reference, cuDNN, ours at each G."""
+def measure_cluster_floor(torch, k: Kernels, gp: GpuParams, steps: int = 1024) -> GpuParams:
+    """The kernels' own costs, learnt from runs of them (Elman, kernel alone, ns a step, best of 3) before the bench:
+    on one cluster of 16, H = 128 batch 1, H = 1024 batch 1 and H = 256 batch 64 give, after the model's cell, a
+    cluster step's floor, one k-step of a warp's products and the ns per byte stored into the peers (three equations,
+    three unknowns); H = 512 batch 1 on two clusters what a second cluster adds; a group kernel at G = 1, H = 256
+    batch 1, what a group step costs beyond :func:`gpu.model.predict`'s parts."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from gpu.model import cluster_parts, dsmem_bytes, kchain
+
+    def layer_of(H, B):
+        torch.manual_seed(H + B)
+        layer = Layer.from_module("rnn", torch.nn.RNN(H, H).cuda(), "f16")
+        xp = layer.input_projection(torch.randn(steps, B, H, device="cuda").half())
+        h0 = torch.zeros(B, H, dtype=torch.float16, device="cuda")
+        y = torch.empty(steps, B, H, dtype=torch.float16, device="cuda")
+        return layer, xp, h0, y
+
+    def cluster_ns(H, B, c):
+        layer, xp, h0, y = layer_of(H, B)
+        p = cluster_plan("rnn", H, B, steps, c, 16, dtype="f16", device=gp.device)
+        tagged = torch.zeros(2 * B * H, dtype=torch.int32, device="cuda")
+        status = torch.zeros(1, dtype=torch.int32, device="cuda")
+        ms = min(cuda_time(torch, lambda: run_cluster(layer, k, p, xp, h0, y=y, tagged=tagged, status=status), 3))
+        check_launch(torch)
+        if int(status.item()):
+            raise RuntimeError(f"the cluster kernel's wait timed out measuring its costs ({p.describe()})")
+        return p, ms * 1e6 / steps
+
+    runs = [cluster_ns(128, 1, 1), cluster_ns(1024, 1, 1), cluster_ns(256, 64, 1)]
+    a = np.array([[1.0, kchain(p.rows, p.hidden, p.ks), dsmem_bytes(p)] for p, _ in runs])
+    rhs = np.array([t - cluster_parts(p, gp)[1] for p, t in runs])
+    floor, kstep, per_byte = (max(0.0, float(v)) for v in np.linalg.solve(a, rhs))
+    gp = replace(gp, cluster_step_ns=floor, cluster_kstep_ns=kstep, dsmem_ns_per_byte=per_byte)
+    p2, t2 = cluster_ns(512, 1, 2)
+    products, cell, stores, words = cluster_parts(p2, gp)
+    cross = max(0.0, t2 - floor - products - cell - stores - words)
+    layer, xp, h0, y = layer_of(256, 1)
+    pg = plan("rnn", 256, 1, steps, 1, dtype="f16", device=gp.device)
+    flags = torch.zeros(pg.grid, dtype=torch.int32, device="cuda")
+    ms = min(cuda_time(torch, lambda: layer.run(k, pg, xp, h0, y=y, flags=flags), 3))
+    check_launch(torch)
+    extra = max(0.0, ms * 1e6 / steps - predict(pg, gp).us_per_step * 1000)
+    return replace(gp, cluster_cross_ns=cross, group_extra_ns=extra)
+
+
+def _cudnn_rows(torch, dnn, opts: BenchOptions, base: dict, cell: str, m, x, ref, budget: dict) -> list[dict]:
+    """cuDNN called directly: every algorithm (and, for fp16 PERSIST_STATIC, half math too), each checked against
+    the fp32 reference before it is timed; a refusal is a row with cuDNN's words."""
+    from gpu.cudnn import CudnnError, CudnnRNN
+
+    L, B, I = x.shape
+    H = m.hidden_size
+    rows = []
+    for algo, prec in CUDNN_CONFIGS:
+        if prec == "f16" and opts.dtype != "f16":
+            continue
+        row = dict(base, method="cudnn", partition=f"{algo}/{prec}")
+        if algo == "PERSIST_DYNAMIC" and budget["dynamic_s"] <= 0:
+            rows.append(dict(row, status="not run", reason="the bench's budget for cuDNN's dynamic builds is spent"))
+            continue
+        rnn = None
+        t0 = time.monotonic()
+        try:
+            rnn = CudnnRNN(dnn, cell, I, H, B, L, algo, opts.dtype, prec)
+            rnn.load(m)
+            y = torch.full((L, B, H), math.nan, dtype=x.dtype, device="cuda")
+            rnn.forward(x, y)
+            check_launch(torch)
+            err = (y.float() - ref).abs().max().item()
+            err = math.inf if math.isnan(err) else err
+            if algo == "PERSIST_DYNAMIC":
+                budget["dynamic_s"] -= time.monotonic() - t0
+            if err > TOLERANCE[opts.dtype]:
+                rows.append(dict(row, max_err=err, tol=TOLERANCE[opts.dtype], status="wrong",
+                                 reason=f"max |error| {err:.3g} over the tolerance; first off at "
+                                        f"{first_mismatch(y, ref, TOLERANCE[opts.dtype])}"))
+                continue
+            t = cuda_time(torch, lambda rnn=rnn, y=y: rnn.forward(x, y), opts.repeats)
+            rows.append(dict(row, us_per_step=1000 * min(t) / L, max_err=err, tol=TOLERANCE[opts.dtype], status="ok"))
+        except CudnnError as e:
+            rows.append(dict(row, status="refused", reason=str(e)[:300]))
+        except Exception as e:  # noqa: BLE001 - a reference that fails is reported, the bench goes on
+            rows.append(dict(row, status="failed", reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"))
+        finally:
+            if rnn is not None:
+                rnn.close()
+    return rows
+
+
+def _point(torch, k: Kernels, opts: BenchOptions, gp: GpuParams, cell: str, H: int, B: int, dnn=None,
+           budget=None) -> list[dict]:
+    """The rows of one (cell, H, batch): cuDNN through torch.nn, cuDNN's algorithms called directly, ours at each G
+    and each cluster layout."""
     nn = torch.nn
     L, td = opts.steps, getattr(torch, {"f16": "float16", "bf16": "bfloat16"}[opts.dtype])
+    I = opts.inputs or H
     torch.manual_seed(H * 1000 + B)
-    m = getattr(nn, _MODULES[cell])(H, H).cuda()
+    m = getattr(nn, _MODULES[cell])(I, H).cuda()
     with torch.no_grad():
         for prm in m.parameters():
             prm.copy_(prm.to(td).float())            # the same float weights for every method
-    x = torch.randn(L, B, H, device="cuda").to(td)
-    base = {"cell": cell, "hidden": H, "batch": B, "steps": L, "dtype": opts.dtype}
+    x = torch.randn(L, B, I, device="cuda").to(td)
+    base = {"cell": cell, "hidden": H, "batch": B, "steps": L, "dtype": opts.dtype, "inputs": I}
     rows = []
+    best, preds = best_partition(cell, H, B, L, gp, dtype=opts.dtype, candidates=opts.partitions,
+                                 cluster_candidates=opts.clusters)
     with torch.no_grad():
         ref = m(x.float())[0]
         mh = copy.deepcopy(m).to(td)
         out = mh(x)[0]
         err = (out.float() - ref).abs().max().item()
         t = cuda_time(torch, lambda: mh(x), opts.repeats)
-        rows.append(dict(base, method="cudnn", partition="", us_per_step=1000 * min(t) / L, max_err=err,
+        rows.append(dict(base, method="cudnn-torch", partition="", us_per_step=1000 * min(t) / L, max_err=err,
                          status="ok"))
+        if dnn is not None:
+            rows += _cudnn_rows(torch, dnn, opts, base, cell, m, x, ref, budget)
         layer = Layer.from_module(cell, m, opts.dtype)
         h0 = torch.zeros(B, H, dtype=td, device="cuda")
-        best, preds = best_partition(cell, H, B, L, gp, dtype=opts.dtype, candidates=opts.partitions)
-        for g in opts.partitions:
-            row = dict(base, method="ours", partition=g, predicted_best=best if best is not None else "")
+        c0 = torch.zeros(B, H, device="cuda") if cell == "lstm" else None
+        tol = TOLERANCE[opts.dtype]
+        for g in list(opts.partitions) + [f"{c}x{cs}" for c, cs in opts.clusters]:
+            cluster = isinstance(g, str)
+            row = dict(base, method="ours-cluster" if cluster else "ours", partition=g)
             try:
-                p = plan(cell, H, B, L, g, dtype=opts.dtype, device=gp.device)
+                if cluster:
+                    c, cs = (int(v) for v in g.split("x"))
+                    p = cluster_plan(cell, H, B, L, c, cs, dtype=opts.dtype, device=gp.device)
+                    pr = predict_cluster(p, gp)
+                else:
+                    p = plan(cell, H, B, L, g, dtype=opts.dtype, device=gp.device)
+                    pr = predict(p, gp)
             except UserError as e:
                 rows.append(dict(row, status="refused", reason=str(e)))
                 continue
-            row["predicted_us"] = predict(p, gp).us_per_step
+            row["predicted_us"] = pr.us_per_step
             xp = layer.input_projection(x)
-            c0 = torch.zeros(B, H, device="cuda") if cell == "lstm" else None
-            flags = torch.zeros(p.grid, dtype=torch.int32, device="cuda")
-            cseq = torch.empty(L, B, H, device="cuda") if p.cell_state_travels else None
             y = torch.full((L, B, H), math.nan, dtype=td, device="cuda")
+            status = torch.zeros(1, dtype=torch.int32, device="cuda")
+            if cluster:
+                tagged = torch.zeros(max(1, 2 * B * H), dtype=torch.int32, device="cuda")
+
+                def kernel(p=p, xp=xp, y=y, tagged=tagged, status=status):
+                    run_cluster(layer, k, p, xp, h0, c0, y=y, tagged=tagged, status=status)
+
+                def whole(p=p, y=y, tagged=tagged, status=status):
+                    run_cluster(layer, k, p, layer.input_projection(x), h0, c0, y=y, tagged=tagged, status=status)
+            else:
+                flags = torch.zeros(p.grid, dtype=torch.int32, device="cuda")
+                cseq = torch.empty(L, B, H, device="cuda") if p.cell_state_travels else None
+
+                def kernel(p=p, xp=xp, y=y, flags=flags, cseq=cseq):
+                    layer.run(k, p, xp, h0, c0, y=y, flags=flags, cseq=cseq)
+
+                def whole(p=p, y=y, flags=flags, cseq=cseq):
+                    layer.run(k, p, layer.input_projection(x), h0, c0, y=y, flags=flags, cseq=cseq)
             try:
-                layer.run(k, p, xp, h0, c0, y=y, flags=flags, cseq=cseq)
+                kernel()
                 check_launch(torch)
             except Exception as e:  # noqa: BLE001 - a launch the driver refuses is this point's result, not the bench's
                 rows.append(dict(row, status="failed", reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"))
                 continue
+            if int(status.item()):
+                rows.append(dict(row, status="failed", reason="a wait timed out (clusters not resident at once?)"))
+                continue
             err = (y.float() - ref).abs().max().item()
             if math.isnan(err):
                 err = math.inf
-
-            def kernel(p=p, xp=xp, c0=c0, y=y, flags=flags, cseq=cseq):
-                layer.run(k, p, xp, h0, c0, y=y, flags=flags, cseq=cseq)
-
-            def whole(p=p, c0=c0, y=y, flags=flags, cseq=cseq):
-                layer.run(k, p, layer.input_projection(x), h0, c0, y=y, flags=flags, cseq=cseq)
-
+            if err > tol:
+                rows.append(dict(row, max_err=err, tol=tol, status="wrong",
+                                 reason=f"max |error| {err:.3g} over the tolerance; first off at "
+                                        f"{first_mismatch(y, ref, tol)}"))
+                continue
             tk, tt = cuda_time(torch, kernel, opts.repeats), cuda_time(torch, whole, opts.repeats)
-            ok = err <= TOLERANCE[opts.dtype]
             rows.append(dict(row, us_per_step=1000 * min(tt) / L, kernel_us_per_step=1000 * min(tk) / L,
-                             max_err=err, tol=TOLERANCE[opts.dtype], status="ok" if ok else "wrong",
-                             reason="" if ok else f"max |error| {err:.3g} over the tolerance"))
+                             max_err=err, tol=tol, status="ok"))
     for r in rows:
         r.setdefault("predicted_best", best if best is not None else "")
     return rows
@@ -161,15 +303,28 @@ def run_bench(opts: BenchOptions, log=print) -> Path:
     device, clock = device_info(torch)
     k = Kernels(device.smem_per_block)
     gp = measure_params(torch, k, device, clock)
+    if opts.clusters:
+        gp = measure_cluster_floor(torch, k, gp)
     (out / "gpu-params.json").write_text(json.dumps(gp.to_dict(), indent=1) + "\n")
     log(f"gpu      {device.name}, {device.sms} SMs, {clock:.2f} GHz, {device.smem_per_block // 1024} KiB a block; "
         f"hand-off {gp.handoff_ns:.0f} ns, barrier {', '.join(f'{n} SMs {v:.0f} ns' for n, v in gp.barrier_ns.items())}"
-        f", L2 broadcast {gp.l2_bytes_per_ns:.0f} B/ns")
+        f", L2 broadcast {gp.l2_bytes_per_ns:.0f} B/ns; cluster barrier (16) {gp.cluster_barrier_ns:.0f} ns, "
+        f"tagged hand-off {gp.tag_hop_ns:.0f} ns; learnt from the kernels: a cluster step's floor "
+        f"{gp.cluster_step_ns:.0f} ns, a k-step {gp.cluster_kstep_ns or 0:.1f} ns, DSMEM "
+        f"{1 / (gp.dsmem_ns_per_byte or 1e9):.2f} B/ns, a second cluster {gp.cluster_cross_ns:.0f} ns, a group step "
+        f"+{gp.group_extra_ns:.0f} ns")
+    dnn, budget = None, {"dynamic_s": opts.cudnn_dynamic_budget_s}
+    if opts.cudnn:
+        from gpu.cudnn import Cudnn
+
+        dnn = Cudnn(torch)
+        log(f"cudnn    {dnn.version} (called directly through ctypes; torch.nn's cuDNN "
+            f"{torch.backends.cudnn.version()})")
     rows = []
     for cell in opts.cells:
         for H in opts.hiddens:
             for B in opts.batches:
-                rows += _point(torch, k, opts, gp, cell, H, B)
+                rows += _point(torch, k, opts, gp, cell, H, B, dnn, budget)
                 if poll is not None:
                     poll()
                 log(_line(rows, cell, H, B))
@@ -181,9 +336,10 @@ def run_bench(opts: BenchOptions, log=print) -> Path:
         w.writeheader()
         for r in rows:
             w.writerow({k2: _fmt(r.get(k2, "")) for k2 in FIELDS})
-    from gpu.report import plot, summary
+    from gpu.report import plot, plot_us, summary
 
     plot(rows, out / "gpu-bench.png")
+    plot_us(rows, out / "gpu-bench-us.png")
     (out / "gpu-bench.md").write_text(summary(rows) + "\n")
     log(summary(rows))
     return path
@@ -234,7 +390,7 @@ def _line(rows, cell, H, B) -> str:
     here = [r for r in rows if (r["cell"], r["hidden"], r["batch"]) == (cell, H, B)]
     parts = []
     for r in here:
-        name = r["method"] + (f" G={r['partition']}" if r["method"] == "ours" else "")
+        name = r["method"] + (f" {r['partition']}" if r.get("partition") not in (None, "") else "")
         if r.get("status") in ("ok", "wrong"):
             parts.append(f"{name} {r['us_per_step']:.2f}" + ("" if r["status"] == "ok" else " WRONG"))
         else:

@@ -32,10 +32,11 @@ def find_nvcc() -> str | None:
     return None
 
 
-def cubin(out_dir: Path | None = None) -> Path:
-    """The kernels' cubin, compiled unless one for this source and these flags exists."""
+def cubin(out_dir: Path | None = None, extra: tuple[str, ...] = ()) -> Path:
+    """The kernels' cubin, compiled unless one for this source and these flags (and ``extra`` ones) exists."""
     out_dir = BUILD_DIR if out_dir is None else Path(out_dir)
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
+    flags = FLAGS + tuple(extra)
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
     path = out_dir / f"rnn-{key}.cubin"
     if path.exists():
         return path
@@ -45,7 +46,7 @@ def cubin(out_dir: Path | None = None) -> Path:
                         "or in /usr/local/cuda/bin")
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    done = subprocess.run([nvcc, *FLAGS, "-o", str(tmp), str(SOURCE)], capture_output=True, text=True)
+    done = subprocess.run([nvcc, *flags, "-o", str(tmp), str(SOURCE)], capture_output=True, text=True)
     if done.returncode:
         first = next((line for line in done.stderr.splitlines() if "error" in line), done.stderr.strip()[:300])
         tmp.unlink(missing_ok=True)

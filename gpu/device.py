@@ -12,26 +12,28 @@ from gpu.build import cubin
 from gpu.plan import THREADS, Device, Plan
 from hdl.config import UserError
 
-__all__ = ["require_gpu", "device_info", "Kernels", "Layer", "cuda_time"]
+__all__ = ["require_gpu", "device_info", "Kernels", "Layer", "run_cluster", "cuda_time", "first_mismatch"]
 
 #: the storage types by name
 _TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16"}
+#: CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 #: the largest max |error| against the fp32 reference a storage type passes with (h is stored every step)
 TOLERANCE = {"f16": 1e-2, "bf16": 6e-2}
 
 
-def require_gpu():
-    """PyTorch (with a CUDA GPU) and CuPy, or :class:`UserError` in one line."""
+def require_gpu(what: str = "gpu-bench"):
+    """PyTorch (with a CUDA GPU) and CuPy, or :class:`UserError` in one line naming ``what`` needs them."""
     try:
         import torch
     except ImportError as e:
-        raise UserError(f"gpu-bench needs PyTorch with CUDA and a GPU: PyTorch does not import ({e})") from None
+        raise UserError(f"{what} needs PyTorch with CUDA and a GPU: PyTorch does not import ({e})") from None
     if not torch.cuda.is_available():
-        raise UserError("gpu-bench needs an NVIDIA GPU: PyTorch sees none on this machine")
+        raise UserError(f"{what} needs an NVIDIA GPU: PyTorch sees none on this machine")
     try:
         import cupy
     except ImportError as e:
-        raise UserError(f"gpu-bench loads its kernels with CuPy, which does not import here ({e})") from None
+        raise UserError(f"{what} loads its kernels with CuPy, which does not import here ({e})") from None
     return torch, cupy
 
 
@@ -49,11 +51,11 @@ def device_info(torch) -> tuple[Device, float]:
 class Kernels:
     """The module of ``gpu/rnn.cu``, its functions by name."""
 
-    def __init__(self, smem_limit: int):
+    def __init__(self, smem_limit: int, path=None):
         import cupy
 
         self._cupy = cupy
-        self.module = cupy.RawModule(path=str(cubin()))
+        self.module = cupy.RawModule(path=str(cubin() if path is None else path))
         self.smem_limit = smem_limit
         self._fns: dict = {}
 
@@ -63,6 +65,11 @@ class Kernels:
         if name not in self._fns:
             f = self.module.get_function(name)
             f.max_dynamic_shared_size_bytes = self.smem_limit
+            if name.endswith("_c16") or name == "rnnpipe_cluster_barrier":
+                # clusters of 16 are beyond the portable 8: allowed per function
+                # (CuPy's RawKernel holds the driver's function in .kernel)
+                ptr = getattr(f, "kernel", f).ptr
+                self._cupy.cuda.driver.funcSetAttribute(ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
             self._fns[name] = f
         return self._fns[name]
 
@@ -87,13 +94,20 @@ class Layer:
     b_hh: object
 
     @classmethod
-    def from_module(cls, cell: str, module, dtype: str) -> Layer:
+    def from_module(cls, cell: str, module, dtype: str, layer: int = 0) -> Layer:
+        """Layer ``layer`` of the module (its ``weight_hh_l{layer}`` …); a module without biases gets zeros."""
         import torch
 
         td = getattr(torch, _TORCH_DTYPES[dtype])
-        return cls(cell, dtype, module.weight_hh_l0.detach().to(td).contiguous(),
-                   module.weight_ih_l0.detach().to(td).contiguous(), module.bias_ih_l0.detach().to(td).contiguous(),
-                   module.bias_hh_l0.detach().float().contiguous())
+        w_hh, w_ih = getattr(module, f"weight_hh_l{layer}"), getattr(module, f"weight_ih_l{layer}")
+        b_ih = getattr(module, f"bias_ih_l{layer}", None)
+        b_hh = getattr(module, f"bias_hh_l{layer}", None)
+        if b_ih is None:
+            b_ih = torch.zeros(w_ih.shape[0], device=w_ih.device)
+        if b_hh is None:
+            b_hh = torch.zeros(w_hh.shape[0], device=w_hh.device)
+        return cls(cell, dtype, w_hh.detach().to(td).contiguous(), w_ih.detach().to(td).contiguous(),
+                   b_ih.detach().to(td).contiguous(), b_hh.detach().float().contiguous())
 
     def input_projection(self, x):
         """x (L, B, I) → x·W_ih^T + b_ih, (L, B, gates·H), one GEMM in the storage type (fp32 accumulation)."""
@@ -120,6 +134,26 @@ class Layer:
         return y
 
 
+def run_cluster(layer: Layer, k: Kernels, p, xp, h0, c0=None, *, y=None, c_last=None, tagged=None, status=None):
+    """Launch cluster plan ``p`` (:class:`gpu.plan.ClusterPlan`) on xp; returns y (L, B, H). ``tagged`` (2·B·H
+    int32) and ``status`` (int32) are zeroed here; a status of 1 after the run means a wait timed out."""
+    import torch
+
+    if y is None:
+        y = torch.empty(p.steps, p.batch, p.hidden, dtype=layer.w_hh.dtype, device=xp.device)
+    if tagged is None:
+        tagged = torch.zeros(2 * p.batch * p.hidden if p.clusters > 1 else 1, dtype=torch.int32, device=xp.device)
+    elif p.clusters > 1:
+        tagged.zero_()
+    if status is None:
+        status = torch.zeros(1, dtype=torch.int32, device=xp.device)
+    else:
+        status.zero_()
+    k.launch(p.kernel, p.grid, THREADS, (layer.w_hh, layer.b_hh, xp, h0, c0, y, c_last, tagged, status, *p.args),
+             p.smem_bytes)
+    return y
+
+
 def cuda_time(torch, fn, repeats: int = 5, warmup: int = 1) -> list[float]:
     """Milliseconds of each of ``repeats`` calls of ``fn`` (device events, after ``warmup`` calls)."""
     for _ in range(warmup):
@@ -142,3 +176,16 @@ def check_launch(torch) -> None:
         torch.cuda.synchronize()
     except RuntimeError as e:
         raise RuntimeError(f"a kernel failed on the GPU: {e}") from e
+
+
+def first_mismatch(got, ref, tol: float) -> str:
+    """Where ``got`` (L, B, H) first differs from ``ref`` by more than ``tol``: 'step t, row b, column u: expected e,
+    got g' (steps 1-based), or '' when nowhere."""
+    import torch
+
+    bad = ((got.float() - ref.float()).abs() > tol) | torch.isnan(got.float())
+    if not bool(bad.any()):
+        return ""
+    t, b, u = (int(v) for v in bad.nonzero()[0])
+    return (f"step {t + 1}, row {b}, column {u}: expected {float(ref[t, b, u]):.5g}, "
+            f"got {float(got[t, b, u]):.5g}")

@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gpu.plan import THREADS, TILE, WARPS, Device, Plan, partitions, plan
+from gpu.plan import THREADS, TILE, WARPS, ClusterPlan, Device, Plan, cluster_plan, partitions, plan
 from hdl.config import UserError
 
-__all__ = ["GpuParams", "H200_PARAMS", "Prediction", "predict", "best_partition"]
+__all__ = ["GpuParams", "H200_PARAMS", "Prediction", "predict", "predict_cluster", "cluster_parts", "best_partition"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,22 @@ class GpuParams:
     #: the cell: fixed cycles an item (barriers, the partial sums' first read), cycles per gate of a thread's turn
     cell_fixed_cycles: float = 300.0
     cell_gate_cycles: float = 60.0
+    #: the cluster kernels (issue 46): a cluster barrier (measured: ``rnnpipe_cluster_barrier``) and one step-tagged
+    #: word between SMs through global memory (measured: ``rnnpipe_tag_pingpong``), for the record; the bytes an SM
+    #: stores into its peers' shared memory a cycle (assumed)
+    cluster_barrier_ns: float = 200.0
+    tag_hop_ns: float = 250.0
+    dsmem_bytes_per_cycle: float = 32.0
+    #: what the model adds to a cluster step's products and cell, measured by the bench on the kernels themselves
+    #: (``gpu.bench.measure_cluster_floor``): a step of one cluster (the hand-off through DSMEM, the cluster barrier,
+    #: the block barriers) and what a second cluster adds (the tagged words' round trip through L2)
+    cluster_step_ns: float = 1500.0
+    cluster_cross_ns: float = 800.0
+    #: learnt the same way (None: the assumed figures above): one k-step of a warp's products in the cluster kernel,
+    #: ns per byte a block stores into its peers, and what a group-kernel step costs beyond ``predict``'s parts
+    cluster_kstep_ns: float | None = None
+    dsmem_ns_per_byte: float | None = None
+    group_extra_ns: float = 0.0
 
     def sync_ns(self, n_sm: int) -> float:
         """The flag barrier across ``n_sm`` SMs, interpolated linearly between the measured counts."""
@@ -73,7 +89,13 @@ class GpuParams:
         return {"sms": self.device.sms, "smem_per_block": self.device.smem_per_block, "clock_ghz": self.clock_ghz,
                 "handoff_ns": round(self.handoff_ns, 1),
                 "barrier_ns": {str(k): round(v, 1) for k, v in sorted(self.barrier_ns.items())},
-                "l2_bytes_per_ns": round(self.l2_bytes_per_ns, 1), "macs_per_sm_cycle": self.macs_per_sm_cycle,
+                "l2_bytes_per_ns": round(self.l2_bytes_per_ns, 1),
+                "cluster_barrier_ns": round(self.cluster_barrier_ns, 1), "tag_hop_ns": round(self.tag_hop_ns, 1),
+                "cluster_step_ns": round(self.cluster_step_ns, 1), "cluster_cross_ns": round(self.cluster_cross_ns, 1),
+                "cluster_kstep_ns": None if self.cluster_kstep_ns is None else round(self.cluster_kstep_ns, 2),
+                "dsmem_ns_per_byte": None if self.dsmem_ns_per_byte is None else round(self.dsmem_ns_per_byte, 4),
+                "group_extra_ns": round(self.group_extra_ns, 1),
+                "macs_per_sm_cycle": self.macs_per_sm_cycle,
                 "smem_bytes_per_cycle": self.smem_bytes_per_cycle, "sm_l2_bytes_per_cycle": self.sm_l2_bytes_per_cycle}
 
 
@@ -114,19 +136,77 @@ def predict(p: Plan, gp: GpuParams) -> Prediction:
     cell = (gp.cell_fixed_cycles + turns * p.gates * (gp.cell_gate_cycles + 8 * p.ks)) * ns
     sync = gp.sync_ns(p.n_sm)
     item = load + products + cell
-    period = max(p.col_blocks * item / p.partition, item + sync)
+    period = max(p.col_blocks * item / p.partition, item + sync) + gp.group_extra_ns
     return Prediction(p, period / 1000.0, load, products, cell, sync)
 
 
+def _products_cell(gp: GpuParams, rows: int, hidden: int, nt: int, ks: int, units: int, gates: int,
+                   nb: float) -> tuple[float, float]:
+    """ns of one item's products (tensor cores, A from shared memory) and of its cell."""
+    ns = 1.0 / gp.clock_ghz
+    mt, kt = rows // TILE, hidden // TILE
+    smem_cycles = mt * kt * (TILE * TILE * 2 + nt * TILE * 8 * 2) / gp.smem_bytes_per_cycle
+    mma_cycles = mt * kt * nt * TILE * TILE * 8 / gp.macs_per_sm_cycle
+    chain_cycles = math.ceil(mt * ks / WARPS) * math.ceil(kt / ks) * (gp.kstep_cycles + gp.kstep_tile_cycles * nt)
+    products = max(smem_cycles, mma_cycles, chain_cycles) * ns
+    turns = math.ceil(units * nb / THREADS)
+    cell = (gp.cell_fixed_cycles + turns * gates * (gp.cell_gate_cycles + 8 * ks)) * ns
+    return products, cell
+
+
+def kchain(rows: int, hidden: int, ks: int) -> int:
+    """k-steps one warp runs in a row: its share of the (row tile, K slice) pairs times its slice's k-steps."""
+    mt, kt = rows // TILE, hidden // TILE
+    return math.ceil(mt * ks / WARPS) * math.ceil(kt / ks)
+
+
+def dsmem_bytes(p: ClusterPlan) -> int:
+    """Bytes a block of a cluster plan stores into its peers' shared memory a step."""
+    return p.cs * p.batch * p.units * 2
+
+
+def cluster_parts(p: ClusterPlan, gp: GpuParams) -> tuple[float, float, float, float]:
+    """ns of a cluster step's products, cell, DSMEM stores and (C > 1) the other clusters' words through L2."""
+    ns = 1.0 / gp.clock_ghz
+    products, cell = _products_cell(gp, p.rows, p.hidden, p.nt, p.ks, p.units, p.gates, p.batch)
+    if gp.cluster_kstep_ns is not None:
+        products = gp.cluster_kstep_ns * kchain(p.rows, p.hidden, p.ks)
+    stores = dsmem_bytes(p) * (gp.dsmem_ns_per_byte if gp.dsmem_ns_per_byte is not None
+                               else ns / gp.dsmem_bytes_per_cycle)
+    words = 0.0
+    if p.clusters > 1:
+        bw = min(gp.sm_l2_bytes_per_cycle / ns, gp.l2_bytes_per_ns / p.grid)
+        words = (p.clusters - 1) / p.clusters * p.hidden * p.batch * 4 / bw
+    return products, cell, stores, words
+
+
+def predict_cluster(p: ClusterPlan, gp: GpuParams) -> Prediction:
+    """The model's µs per step of a cluster plan: every block runs every step, so a step is one item (products,
+    cell), its DSMEM stores, the measured floor of a cluster step and, with C > 1, the measured cost of a second
+    cluster plus the other clusters' words read through L2."""
+    products, cell, stores, words = cluster_parts(p, gp)
+    sync = gp.cluster_step_ns + stores + (gp.cluster_cross_ns if p.clusters > 1 else 0.0)
+    period = products + cell + sync + words
+    return Prediction(p, period / 1000.0, words, products, cell, sync)
+
+
 def best_partition(cell: str, hidden: int, batch: int, steps: int, gp: GpuParams, *, dtype: str = "f16",
-                   candidates: list[int] | None = None) -> tuple[int | None, dict]:
+                   candidates: list[int] | None = None,
+                   cluster_candidates: list[tuple[int, int]] | None = None) -> tuple[int | str | None, dict]:
     """The partition with the fewest predicted µs a step (on a tie the smaller G), and every candidate's
-    prediction (or the reason it cannot run: a string). None when no candidate fits."""
+    prediction (or the reason it cannot run: a string). None when no candidate fits. ``cluster_candidates``
+    ((clusters, cluster size) each) adds the cluster kernels, keyed by their label 'CxCS'."""
     out: dict = {}
     for g in candidates or partitions(gp.device):
         try:
             out[g] = predict(plan(cell, hidden, batch, steps, g, dtype=dtype, device=gp.device), gp)
         except UserError as e:
             out[g] = str(e)
+    for c, cs in cluster_candidates or []:
+        try:
+            out[f"{c}x{cs}"] = predict_cluster(cluster_plan(cell, hidden, batch, steps, c, cs, dtype=dtype,
+                                                            device=gp.device), gp)
+        except UserError as e:
+            out[f"{c}x{cs}"] = str(e)
     fits = {g: pr.us_per_step for g, pr in out.items() if isinstance(pr, Prediction)}
-    return (min(fits, key=lambda g: (fits[g], g)) if fits else None), out
+    return (min(fits, key=lambda g: (fits[g], str(g))) if fits else None), out

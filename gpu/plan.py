@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from hdl.config import UserError, ceil_div
 from hdl.run.rules import CELLS, GATE_ROWS
 
-__all__ = ["Device", "H200", "Plan", "plan", "partitions", "DTYPES", "NTS", "WARPS", "THREADS", "UNIT_STEP"]
+__all__ = ["Device", "H200", "Plan", "plan", "partitions", "ClusterPlan", "cluster_plan", "cluster_partitions",
+           "CLUSTER_SIZES", "DTYPES", "NTS", "WARPS", "THREADS", "UNIT_STEP"]
 
 #: warps of a block (the kernels are built with ``-DRNNPIPE_WARPS`` = this)
 WARPS = 8
@@ -175,3 +176,122 @@ def plan(cell: str, hidden: int, batch: int, steps: int, partition: int, *, dtyp
                     f"{rows} rows of A each ({smem['weights'] / 1024:.0f} KiB, {kib:.0f} KiB with h's column block "
                     f"and the partial sums), and a block of the {device.name} has "
                     f"{device.smem_per_block / 1024:.0f} KiB")
+
+
+# ---- the cluster kernels (issue 46) ----------------------------------------------------------------------------
+
+#: cluster sizes the cluster kernels are built for (16 needs the non-portable cluster size, allowed at launch)
+CLUSTER_SIZES = (8, 16)
+#: the most blocks a cluster launch may have: every cluster must be resident at once (they spin on each other's
+#: words); 4 clusters of 16 (or 8 of 8) fit the H200's GPCs with room to spare
+CLUSTER_BLOCKS = 64
+#: cluster kernels' hidden units per block come in multiples of this (16-byte DSMEM stores of h)
+CLUSTER_UNIT_STEP = 8
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """A run of the cluster kernels: ``clusters`` clusters of ``cs`` blocks, every block for every step, block b
+    owning units [b·U, b·U + U); the whole batch one column block of 8·NT columns (B ≤ 64)."""
+    cell: str
+    hidden: int
+    batch: int
+    steps: int
+    clusters: int           # C
+    cs: int                 # blocks a cluster
+    dtype: str
+    device: Device
+    units: int              # U
+    rows: int               # gates·U rounded up to 16
+    ks: int
+    nt: int
+    smem: dict
+
+    @property
+    def gates(self) -> int:
+        return GATE_ROWS[self.cell]
+
+    @property
+    def grid(self) -> int:
+        return self.clusters * self.cs
+
+    @property
+    def label(self) -> str:
+        """The bench's name of this partition: C clusters of CS blocks."""
+        return f"{self.clusters}x{self.cs}"
+
+    @property
+    def width(self) -> int:
+        return 8 * self.nt
+
+    @property
+    def smem_bytes(self) -> int:
+        return sum(self.smem.values())
+
+    @property
+    def kernel(self) -> str:
+        return f"rnnpipe_cl_{self.cell}_{self.dtype}_n{self.nt}_c{self.cs}"
+
+    @property
+    def args(self) -> tuple[int, ...]:
+        """H, B, L, C, U, R, KS: the cluster kernel's integer arguments, in its order."""
+        return (self.hidden, self.batch, self.steps, self.clusters, self.units, self.rows, self.ks)
+
+    def describe(self) -> str:
+        return (f"{self.clusters} cluster(s) of {self.cs}: {self.grid} blocks, {self.units} units and {self.rows} rows "
+                f"a block, {self.width} columns, {self.smem_bytes / 1024:.0f} KiB shared memory")
+
+
+def _cluster_smem(cell: str, hidden: int, units: int, rows: int, ks: int, nt: int) -> dict:
+    row = (hidden + _PAD) * _ELEM
+    width = 8 * nt
+    return {"weights": rows * row, "h": 2 * width * row, "h_out": width * units * _ELEM,
+            "partials": 4 * ks * rows * (width + 1), "state": 4 * units * width if cell == "lstm" else 0,
+            "bias": 4 * GATE_ROWS[cell] * units, "inputs": 2 * GATE_ROWS[cell] * units * width * _ELEM}
+
+
+def cluster_plan(cell: str, hidden: int, batch: int, steps: int, clusters: int, cs: int = 16, *,
+                 dtype: str = "f16", device: Device = H200) -> ClusterPlan:
+    """The layout of one cluster-kernel run, or :class:`UserError` saying why it cannot run so."""
+    if cell not in CELLS:
+        raise UserError(f"cell must be one of {', '.join(CELLS)}, not {cell!r}")
+    if dtype not in DTYPES:
+        raise UserError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    for name, value in (("hidden", hidden), ("batch", batch), ("steps", steps), ("clusters", clusters)):
+        _positive(name, value)
+    if cs not in CLUSTER_SIZES:
+        raise UserError(f"cluster size must be one of {', '.join(map(str, CLUSTER_SIZES))}, not {cs!r}")
+    if hidden % TILE:
+        raise UserError(f"hidden must be a multiple of {TILE} for the GPU kernels (the mma's K), not {hidden}")
+    if batch > 8 * NTS[-1]:
+        raise UserError(f"the cluster kernels take the whole batch as one column block of at most {8 * NTS[-1]} "
+                        f"columns, not batch {batch}")
+    blocks = clusters * cs
+    if blocks > min(CLUSTER_BLOCKS, device.sms):
+        raise UserError(f"{clusters} clusters of {cs} are {blocks} blocks; at most {min(CLUSTER_BLOCKS, device.sms)} "
+                        "are launched so that every cluster is resident at once")
+    gates = GATE_ROWS[cell]
+    if steps * batch * gates * hidden >= 2**31:
+        raise UserError(f"{steps} steps × batch {batch} × {gates}·{hidden} gate rows exceed the kernels' "
+                        "32-bit indexing")
+    units = ceil_div(ceil_div(hidden, blocks), CLUSTER_UNIT_STEP) * CLUSTER_UNIT_STEP
+    if (clusters - 1) * cs * units >= hidden:
+        raise UserError(f"{clusters} clusters of {cs} leave a cluster without hidden units at H = {hidden} "
+                        f"({units} units a block): use fewer clusters")
+    rows = ceil_div(gates * units, TILE) * TILE
+    nt = next(nt for nt in NTS if 8 * nt >= batch)
+    ks_most = max(1, min(WARPS // (rows // TILE), hidden // TILE))
+    for ks in range(ks_most, 0, -1):
+        smem = _cluster_smem(cell, hidden, units, rows, ks, nt)
+        if sum(smem.values()) <= device.smem_per_block:
+            return ClusterPlan(cell, hidden, batch, steps, clusters, cs, dtype, device, units, rows, ks, nt, smem)
+    smem = _cluster_smem(cell, hidden, units, rows, 1, nt)
+    raise UserError(f"the cluster kernel does not fit at {clusters} cluster(s) of {cs}: {rows} rows of A a block "
+                    f"({smem['weights'] / 1024:.0f} KiB) and h of {8 * nt} columns twice ({smem['h'] / 1024:.0f} "
+                    f"KiB) need {sum(smem.values()) / 1024:.0f} KiB, a block of the {device.name} has "
+                    f"{device.smem_per_block / 1024:.0f} KiB")
+
+
+def cluster_partitions() -> list[tuple[int, int]]:
+    """The (clusters, cluster size) the bench tries."""
+    return [(1, 8), (1, 16), (2, 16), (4, 16)]

@@ -92,6 +92,54 @@ template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float (&c)[4], co
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One warp's products over k-steps [k_lo, k_hi) of a 16-row tile by NT column tiles, into acc (zeroed here). The
+// mma's accumulator chain is the bound at small batch (each mma waits for the last), so the k-steps go round CH
+// independent chains — their fragments loaded first, then their mmas — and are summed at the end (issue 46: the
+// products were 1.5 µs of a 2.9 µs cluster step at H = 1024, batch 1, with one chain).
+template <typename T, int NT>
+__device__ __forceinline__ void warp_products(float (&acc)[NT][4], const T* arow, const T* brow, int WS, int k_lo,
+                                              int k_hi) {
+    constexpr int CH = NT <= 2 ? 4 : (NT == 4 ? 2 : 1);
+    float part[CH][NT][4];
+#pragma unroll
+    for (int c = 0; c < CH; ++c)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) part[c][n][0] = part[c][n][1] = part[c][n][2] = part[c][n][3] = 0.0f;
+    int k = k_lo;
+    for (; k + CH <= k_hi; k += CH) {
+        unsigned a[CH][4], b[CH][NT][2];
+#pragma unroll
+        for (int c = 0; c < CH; ++c) {
+            ldsm_x4(a[c], arow + (k + c) * 16);
+#pragma unroll
+            for (int n = 0; n < NT; ++n) ldsm_x2(b[c][n], brow + static_cast<size_t>(n) * 8 * WS + (k + c) * 16);
+        }
+#pragma unroll
+        for (int c = 0; c < CH; ++c)
+#pragma unroll
+            for (int n = 0; n < NT; ++n) mma<T>(part[c][n], a[c], b[c][n]);
+    }
+    for (; k < k_hi; ++k) {
+        unsigned a[4];
+        ldsm_x4(a, arow + k * 16);
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            unsigned b[2];
+            ldsm_x2(b, brow + static_cast<size_t>(n) * 8 * WS + k * 16);
+            mma<T>(part[0][n], a, b);
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float v = part[0][n][i];
+#pragma unroll
+            for (int c = 1; c < CH; ++c) v += part[c][n][i];
+            acc[n][i] = v;
+        }
+}
+
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
@@ -214,21 +262,9 @@ __device__ __forceinline__ void rnn_body(const Params& p) {
                 const int m = wi % MT, ks = wi / MT;
                 const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
                 float acc[NT][4];
-#pragma unroll
-                for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
                 const T* arow = ws + static_cast<size_t>(m * 16 + (lane & 15)) * WS + (lane >> 4) * 8;
                 const T* brow = hs + static_cast<size_t>(lane & 7) * WS + ((lane >> 3) & 1) * 8;
-#pragma unroll 2
-                for (int k = k_lo; k < k_hi; ++k) {
-                    unsigned a[4];
-                    ldsm_x4(a, arow + k * 16);
-#pragma unroll
-                    for (int n = 0; n < NT; ++n) {
-                        unsigned b[2];
-                        ldsm_x2(b, brow + static_cast<size_t>(n) * 8 * WS + k * 16);
-                        mma<T>(acc[n], a, b);
-                    }
-                }
+                warp_products<T, NT>(acc, arow, brow, WS, k_lo, k_hi);
                 float* out = red + (static_cast<size_t>(ks) * R + m * 16 + (lane >> 2)) * RS + 2 * (lane & 3);
 #pragma unroll
                 for (int n = 0; n < NT; ++n) {
@@ -282,6 +318,295 @@ __device__ __forceinline__ void rnn_body(const Params& p) {
     }
 }
 
+
+// ---- the cluster kernels (issue 46): the patent's subsets on thread-block clusters ---------------------------
+//
+// C clusters of CS blocks (CS ≤ 16, compile time), one block per SM, every block for every step (no groups of
+// steps: the subsets split the units). Block b owns units [b·U, b·U + U) and keeps their rows of weight_hh in
+// shared memory, as above, and an LSTM's c. Every block holds all of h_s (the state after s steps) for the whole
+// batch, double-buffered (hs[s & 1]), as the mma's B operand. After the cell, a block hands its units of h_{s+1}
+// on: to every block of its own cluster through distributed shared memory (16-byte stores into each peer's
+// hs[(s+1) & 1], then barrier.cluster.arrive.release; the peers' barrier.cluster.wait.acquire is the only
+// synchronization inside a cluster) and, when C > 1, to the other clusters through global memory as step-tagged
+// words (Lamport-style: a 32-bit word holds the 16-bit value and the step's low 16 bits, so a reader spins on the
+// data itself: no flag, no fence, no grid barrier). A block reads the other clusters' units of h_s by polling
+// those words until each carries tag s. Double buffering is safe: a block writes h_{s+1} only after it has all of
+// h_s, and every block wrote its part of h_s only after its last read of h_{s-1}'s buffer.
+// A wait that lasts ~2 s (clusters not co-resident, or a bug) sets status[0] and goes on, so the host reports a
+// failure instead of hanging the GPU.
+
+struct ClParams {
+    const void* w_hh;   // (gates·H, H) storage type
+    const float* b_hh;  // (gates·H) fp32
+    const void* xp;     // (L, B, gates·H) storage type: x_t·W_ih^T + b_ih
+    const void* h0;     // (B, H) storage type
+    const float* c0;    // (B, H) fp32, LSTM only (may be null)
+    void* y;            // (L, B, H)
+    float* c_last;      // (B, H) fp32, LSTM only (may be null)
+    unsigned* tagged;   // (2, B, H) u32, zero at launch: h_s's bits | (s & 0xffff) << 16 (C > 1 only)
+    unsigned* status;   // status[0] = 1: a wait timed out
+    int H, B, L;
+    int C;   // clusters
+    int U;   // units per block (a multiple of 8)
+    int R;   // rows per block
+    int KS;  // warps splitting a row tile's K
+};
+
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+// the generic address of `p` (this block's shared memory) in block `rank` of the cluster
+template <typename P> __device__ __forceinline__ P* peer_ptr(P* p, unsigned rank) {
+    uint64_t out;
+    asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(out) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
+    return reinterpret_cast<P*>(out);
+}
+__device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+template <typename T> __device__ __forceinline__ unsigned short bits_of(T v) {
+    return *reinterpret_cast<unsigned short*>(&v);
+}
+template <typename T> __device__ __forceinline__ T of_bits(unsigned short v) { return *reinterpret_cast<T*>(&v); }
+
+#ifndef RNNPIPE_CL_SKIP
+#define RNNPIPE_CL_SKIP 0  // gpu/floor.py's experiment: stages of the cluster step left out (timing only)
+#endif
+#define CL_DO(bit) ((RNNPIPE_CL_SKIP & (bit)) == 0)
+
+constexpr unsigned SPIN_LIMIT = 1u << 22;  // polls of one word before giving up (~2 s)
+
+__device__ __forceinline__ uint4 ld_relaxed4(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_relaxed4(uint4* p, uint4 v) {
+    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ bool tagged4(uint4 v, unsigned tag) {
+    return (v.x >> 16) == tag && (v.y >> 16) == tag && (v.z >> 16) == tag && (v.w >> 16) == tag;
+}
+
+template <int C, typename T, int NT, int CS>
+__device__ __forceinline__ void cluster_body(const ClParams& p) {
+    constexpr int NG = Gates<C>::n;
+    constexpr int BCP = NT * 8;
+    constexpr int RS = BCP + 1;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int H = p.H, WS = H + 8, R = p.R, U = p.U, B = p.B, KS = p.KS;
+    T* ws = reinterpret_cast<T*>(smem);
+    T* hs = ws + static_cast<size_t>(R) * WS;                       // 2 × BCP × WS
+    T* hout = hs + static_cast<size_t>(2) * BCP * WS;               // BCP × U: this block's h_{s+1}
+    float* red = reinterpret_cast<float*>(hout + static_cast<size_t>(BCP) * U);
+    float* cst = red + static_cast<size_t>(KS) * R * RS;            // LSTM: U × BCP
+    float* bs = cst + (C == LSTM ? U * BCP : 0);                    // b_hh of the block's units: NG × U
+    T* xs = reinterpret_cast<T*>(bs + NG * U);                      // 2 × NG × BCP × U: xp of steps s, s + 1
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int u0 = blockIdx.x * U;
+    const int cid = blockIdx.x / CS;
+    const int cu0 = cid * CS * U, cu1 = min(H, cu0 + CS * U);  // the units of this block's cluster
+    const int kc = H / 8;
+    const int nb = B;  // the whole batch is one column block (B ≤ BCP)
+    constexpr int HALF = RNNPIPE_THREADS / 2;
+
+    const T* W = static_cast<const T*>(p.w_hh);
+    for (int i = tid; i < R * kc; i += RNNPIPE_THREADS) {
+        const int r = i / kc, c = i % kc, q = r / U, u = r % U;
+        int4 v = make_int4(0, 0, 0, 0);
+        if (r < NG * U && u0 + u < H)
+            v = *reinterpret_cast<const int4*>(W + (static_cast<size_t>(q) * H + u0 + u) * H + c * 8);
+        *reinterpret_cast<int4*>(ws + static_cast<size_t>(r) * WS + c * 8) = v;
+    }
+    const T* h0 = static_cast<const T*>(p.h0);
+    for (int i = tid; i < 2 * BCP * kc; i += RNNPIPE_THREADS) {  // hs[0] = h0, the rest zeros
+        const int n = (i / kc) % BCP, c = i % kc, buf = i / (BCP * kc);
+        int4 v = make_int4(0, 0, 0, 0);
+        if (buf == 0 && n < nb) v = *reinterpret_cast<const int4*>(h0 + static_cast<size_t>(n) * H + c * 8);
+        *reinterpret_cast<int4*>(hs + (static_cast<size_t>(buf) * BCP + n) * WS + c * 8) = v;
+    }
+    if (C == LSTM) {
+        for (int i = tid; i < U * BCP; i += RNNPIPE_THREADS) {
+            const int u = i / BCP, n = i % BCP;
+            cst[i] = (p.c0 != nullptr && n < nb && u0 + u < H) ? p.c0[static_cast<size_t>(n) * H + u0 + u] : 0.0f;
+        }
+    }
+    for (int i = tid; i < NG * U; i += RNNPIPE_THREADS) {
+        const int q = i / U, u = i % U;
+        bs[i] = u0 + u < H ? p.b_hh[q * H + u0 + u] : 0.0f;
+    }
+    const T* xp = static_cast<const T*>(p.xp);
+    const int uc = U / 4;
+    const int xsz = NG * BCP * U;
+    // step s's part of xp (its units, every gate) into xs[s & 1]: one cp.async group a step, a step ahead
+    auto fetch_xp = [&](int s) {
+        if (CL_DO(32) && s < p.L) {
+            const T* xps = xp + static_cast<size_t>(s) * B * NG * H;
+            T* dst = xs + (s & 1) * xsz;
+            for (int i = tid - HALF; tid >= HALF && i < NG * nb * uc; i += HALF) {
+                const int c = i % uc, n = (i / uc) % nb, q = i / (uc * nb);
+                if (u0 + c * 4 < H)
+                    cp_async8(dst + (q * BCP + n) * U + c * 4, xps + static_cast<size_t>(n) * NG * H + q * H + u0 + c * 4);
+            }
+        }
+        cp_async_commit();
+    };
+    fetch_xp(0);
+    __syncthreads();
+    cluster_arrive();  // every block of the cluster runs before anyone writes into its shared memory
+    cluster_wait();
+
+    const int MT = R / 16, KT = H / 16;
+    T* y = static_cast<T*>(p.y);
+    const int H4 = H / 4;
+    for (int s = 0; s < p.L; ++s) {
+        fetch_xp(s + 1);
+        const T* xss = xs + (s & 1) * xsz;
+        T* hcur = hs + static_cast<size_t>(s & 1) * BCP * WS;
+        if (s > 0 && CL_DO(2)) {
+            cluster_wait();  // the cluster's units of h_s are in hcur
+            if (p.C > 1) {   // the other clusters' units: spin on the tagged words, 4 a load, 4 loads in flight
+                const unsigned tag = static_cast<unsigned>(s) & 0xffffu;
+                const uint4* src = reinterpret_cast<const uint4*>(p.tagged + static_cast<size_t>(s & 1) * B * H);
+                bool gave_up = ld_relaxed(p.status) != 0;
+                for (int i0 = tid; i0 < nb * H4; i0 += 4 * RNNPIPE_THREADS) {
+                    uint4 v[4];
+                    bool want[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const int i = i0 + j * RNNPIPE_THREADS, k = (i % H4) * 4;
+                        want[j] = i < nb * H4 && !(k >= cu0 && k < cu1);
+                        if (want[j]) v[j] = ld_relaxed4(src + i);
+                    }
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        if (!want[j]) continue;
+                        const int i = i0 + j * RNNPIPE_THREADS, n = i / H4, k = (i % H4) * 4;
+                        unsigned spins = 0;
+                        while (!tagged4(v[j], tag) && !gave_up) {
+                            if (++spins > SPIN_LIMIT) {
+                                atomicExch(p.status, 1u);
+                                gave_up = true;
+                            }
+                            v[j] = ld_relaxed4(src + i);
+                        }
+                        T* dst = hcur + static_cast<size_t>(n) * WS + k;
+                        dst[0] = of_bits<T>(static_cast<unsigned short>(v[j].x & 0xffffu));
+                        dst[1] = of_bits<T>(static_cast<unsigned short>(v[j].y & 0xffffu));
+                        dst[2] = of_bits<T>(static_cast<unsigned short>(v[j].z & 0xffffu));
+                        dst[3] = of_bits<T>(static_cast<unsigned short>(v[j].w & 0xffffu));
+                    }
+                }
+            }
+        }
+        cp_async_wait_prior();  // xp of step s (step s + 1's may still be on its way)
+        __syncthreads();
+
+        for (int wi = warp; CL_DO(4) && wi < MT * KS; wi += RNNPIPE_WARPS) {
+            const int m = wi % MT, ks = wi / MT;
+            const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
+            float acc[NT][4];
+            const T* arow = ws + static_cast<size_t>(m * 16 + (lane & 15)) * WS + (lane >> 4) * 8;
+            const T* brow = hcur + static_cast<size_t>(lane & 7) * WS + ((lane >> 3) & 1) * 8;
+            warp_products<T, NT>(acc, arow, brow, WS, k_lo, k_hi);
+            float* out = red + (static_cast<size_t>(ks) * R + m * 16 + (lane >> 2)) * RS + 2 * (lane & 3);
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+                out[n * 8] = acc[n][0];
+                out[n * 8 + 1] = acc[n][1];
+                out[8 * RS + n * 8] = acc[n][2];
+                out[8 * RS + n * 8 + 1] = acc[n][3];
+            }
+        }
+        __syncthreads();
+
+        for (int i = tid; i < U * nb; i += RNNPIPE_THREADS) {
+            const int u = i % U, n = i / U, unit = u0 + u;
+            float h = 0.0f;
+            if (CL_DO(8) && unit < H) {
+                float a[NG], x[NG];
+#pragma unroll
+                for (int q = 0; q < NG; ++q) {
+                    float sum = bs[q * U + u];
+                    for (int k = 0; k < KS; ++k) sum += red[(static_cast<size_t>(k) * R + q * U + u) * RS + n];
+                    a[q] = sum;
+                    x[q] = to_f(xss[(q * BCP + n) * U + u]);
+                }
+                if (C == ELMAN) {
+                    h = tanhf(a[0] + x[0]);
+                } else if (C == LSTM) {
+                    const float ig = sigmoid(a[0] + x[0]), fg = sigmoid(a[1] + x[1]);
+                    const float gg = tanhf(a[2] + x[2]), og = sigmoid(a[3] + x[3]);
+                    float c = cst[u * BCP + n];
+                    c = fg * c + ig * gg;
+                    cst[u * BCP + n] = c;
+                    if (s == p.L - 1 && p.c_last != nullptr) p.c_last[static_cast<size_t>(n) * H + unit] = c;
+                    h = og * tanhf(c);
+                } else {
+                    const float r = sigmoid(a[0] + x[0]), z = sigmoid(a[1] + x[1]);
+                    const float nn = tanhf(x[2] + r * a[2]);
+                    h = (1.0f - z) * nn + z * to_f(hcur[static_cast<size_t>(n) * WS + unit]);
+                }
+            }
+            hout[n * U + u] = from_f<T>(h);
+        }
+        __syncthreads();
+
+        const int u8 = U / 8;  // 16-byte chunks of a block's units
+        if (s + 1 < p.L) {
+            T* next = hs + static_cast<size_t>((s + 1) & 1) * BCP * WS;
+            // warps 0 .. 3 hand h on (DSMEM stores, then a release arrive); warps 4 .. 7 store y and fetch xp and
+            // arrive relaxed, so the barrier never waits for those global stores and copies (a release orders every
+            // earlier write of its thread: y's stores cost 0.25 µs a step and xp's copies 0.3 before the split)
+            for (int i = tid; CL_DO(1) && tid < HALF && i < CS * nb * u8; i += HALF) {
+                const int c = i % u8, n = (i / u8) % nb, r = i / (u8 * nb);
+                if (u0 + c * 8 >= H) continue;
+                T* dst = peer_ptr(next + static_cast<size_t>(n) * WS + u0 + c * 8, static_cast<unsigned>(r));
+                *reinterpret_cast<int4*>(dst) = *reinterpret_cast<const int4*>(hout + n * U + c * 8);
+            }
+            if (p.C > 1) {  // 4 tagged words a store
+                const unsigned tag = (static_cast<unsigned>(s + 1) & 0xffffu) << 16;
+                unsigned* dst = p.tagged + static_cast<size_t>((s + 1) & 1) * B * H;
+                const int u4 = U / 4;
+                for (int i = tid - HALF; tid >= HALF && i < nb * u4; i += HALF) {  // warps 4 .. 7: no release waits
+                    const int g = i % u4, n = i / u4;
+                    if (u0 + g * 4 < H) {
+                        const T* hv = hout + n * U + g * 4;
+                        st_relaxed4(reinterpret_cast<uint4*>(dst + static_cast<size_t>(n) * H + u0 + g * 4),
+                                    make_uint4(tag | bits_of(hv[0]), tag | bits_of(hv[1]), tag | bits_of(hv[2]),
+                                               tag | bits_of(hv[3])));
+                    }
+                }
+            }
+            if (CL_DO(2)) {
+                if (tid < HALF) cluster_arrive();
+                else cluster_arrive_relaxed();
+            }
+        }
+        T* ys = y + static_cast<size_t>(s) * B * H;
+        for (int i = tid - HALF; CL_DO(16) && tid >= HALF && i < nb * u8; i += HALF) {
+            const int c = i % u8, n = i / u8;
+            if (u0 + c * 8 < H)
+                *reinterpret_cast<int4*>(ys + static_cast<size_t>(n) * H + u0 + c * 8) =
+                    *reinterpret_cast<const int4*>(hout + n * U + c * 8);
+        }
+    }
+    cluster_arrive();  // no block leaves while a peer may still write into its shared memory
+    cluster_wait();
+}
+
 }  // namespace rnnpipe
 
 // One kernel per (cell, storage type, accumulator tiles NT): the host picks the name (gpu.plan.Plan.kernel).
@@ -301,9 +626,61 @@ __device__ __forceinline__ void rnn_body(const Params& p) {
     RNNPIPE_KERNELS_NT(CELL, CNAME, __half, f16)         \
     RNNPIPE_KERNELS_NT(CELL, CNAME, __nv_bfloat16, bf16)
 
+#ifndef RNNPIPE_EXPERIMENT  // gpu/floor.py builds one cluster kernel alone
 RNNPIPE_KERNELS(ELMAN, rnn)
 RNNPIPE_KERNELS(LSTM, lstm)
 RNNPIPE_KERNELS(GRU, gru)
+#endif
+
+// The cluster kernels: (cell, storage type, NT, cluster size CS); the host picks the name (gpu.plan.ClusterPlan).
+#define RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, NT, CS)                                                         \
+    extern "C" __global__ void __cluster_dims__(CS, 1, 1) __launch_bounds__(RNNPIPE_THREADS, 1)                 \
+        rnnpipe_cl_##CNAME##_##TNAME##_n##NT##_c##CS(const void* w_hh, const float* b_hh, const void* xp,        \
+                                                     const void* h0, const float* c0, void* y, float* c_last,    \
+                                                     unsigned* tagged, unsigned* status, int H, int B, int L,    \
+                                                     int C, int U, int R, int KS) {                              \
+        const rnnpipe::ClParams p{w_hh, b_hh, xp, h0, c0, y, c_last, tagged, status, H, B, L, C, U, R, KS};     \
+        rnnpipe::cluster_body<rnnpipe::CELL, T, NT, CS>(p);                                                      \
+    }
+#define RNNPIPE_CL_NT(CELL, CNAME, T, TNAME, CS) \
+    RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, 1, CS) \
+    RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, 2, CS) \
+    RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, 4, CS) \
+    RNNPIPE_CL_KERNEL(CELL, CNAME, T, TNAME, 8, CS)
+#define RNNPIPE_CL_KERNELS(CELL, CNAME)                 \
+    RNNPIPE_CL_NT(CELL, CNAME, __half, f16, 8)          \
+    RNNPIPE_CL_NT(CELL, CNAME, __half, f16, 16)         \
+    RNNPIPE_CL_NT(CELL, CNAME, __nv_bfloat16, bf16, 8)  \
+    RNNPIPE_CL_NT(CELL, CNAME, __nv_bfloat16, bf16, 16)
+
+#ifndef RNNPIPE_EXPERIMENT
+RNNPIPE_CL_KERNELS(ELMAN, rnn)
+RNNPIPE_CL_KERNELS(LSTM, lstm)
+RNNPIPE_CL_KERNELS(GRU, gru)
+#else
+RNNPIPE_CL_KERNEL(ELMAN, rnn, __half, f16, 1, 16)
+#endif
+
+// Blocks of a cluster of 16 meet at the cluster barrier `iters` times: time / iters is one cluster barrier.
+extern "C" __global__ void __cluster_dims__(16, 1, 1) rnnpipe_cluster_barrier(int iters) {
+    for (int i = 0; i < iters; ++i) {
+        rnnpipe::cluster_arrive();
+        rnnpipe::cluster_wait();
+    }
+}
+
+// Two blocks hand a step-tagged word back and forth through global memory (relaxed loads and stores, the value's
+// own tag is the flag): time / (2·iters) is one tagged hand-off between clusters.
+extern "C" __global__ void rnnpipe_tag_pingpong(unsigned* words, int iters) {
+    if (threadIdx.x != 0) return;
+    const int me = blockIdx.x, other = 1 - me;
+    for (int i = 0; i < iters; ++i) {
+        const unsigned want = static_cast<unsigned>(i + (me == 1 ? 1 : 0)) & 0xffffu;
+        if (me == 1 || i > 0)
+            while ((rnnpipe::ld_relaxed(words + other) >> 16) != want) {}
+        rnnpipe::st_relaxed(words + me, ((static_cast<unsigned>(i + 1) & 0xffffu) << 16) | 0x3c00u);
+    }
+}
 
 // ---- the model's latencies, measured by the bench ------------------------------------------------------
 
@@ -335,4 +712,104 @@ extern "C" __global__ void rnnpipe_l2_read(const int4* buf, int n16, int iters, 
             acc ^= v.x ^ v.y ^ v.z ^ v.w;
         }
     if (acc == 0x7fffffff) sink[blockIdx.x] = acc;  // keeps the loads; never true for the bench's data
+}
+
+// ---- int8 with the hardware's numerics (issue 46) ------------------------------------------------------------
+//
+// The golden model's contract (sim/models/golden.py, DESIGN.md §3) on the GPU, bit for bit: int8 weights, inputs
+// and h, exact integer products (int32: |Σ| ≤ (H + I)·2^14), + the int32 bias in int64, saturated to the build's
+// accumulator width, rounded half up by `shift`, clamped to int8, through the workload's activation tables; an
+// LSTM's c int16 in units of 2^-11 and a GRU's n as the RTL computes them. One block per batch row runs every step
+// (h_{t-1} and x_t in shared memory, the weights read through L1/L2), the threads taking the units in turn; a
+// saturation anywhere sets flags[0] (the sticky overflow flag) and an LSTM's clipped c flags[1].
+
+namespace rnnpipe {
+
+__device__ __forceinline__ long long rshift_round(long long v, int s) { return (v + (1ll << (s - 1))) >> s; }
+__device__ __forceinline__ long long clampll(long long v, long long lo, long long hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+struct Q8 {
+    int shift;
+    long long lo, hi;  // the accumulator's saturation range
+    unsigned* flags;
+    // the requantizer: saturate, round half up, clamp to int8 (golden.requantize)
+    __device__ __forceinline__ long long operator()(long long acc) const {
+        const long long sat = clampll(acc, lo, hi);
+        if (sat != acc) atomicOr(flags, 1u);
+        const long long r = shift ? rshift_round(sat, shift) : sat;
+        return clampll(r, -128, 127);
+    }
+};
+
+__device__ __forceinline__ int dot8(const signed char* w, const signed char* v, int n) {
+    int s = 0;
+    if ((reinterpret_cast<uintptr_t>(w) & 3) == 0 && (reinterpret_cast<uintptr_t>(v) & 3) == 0) {
+        const int n4 = n >> 2;
+        const int* w4 = reinterpret_cast<const int*>(w);
+        const int* v4 = reinterpret_cast<const int*>(v);
+        for (int k = 0; k < n4; ++k) s = __dp4a(__ldg(w4 + k), v4[k], s);
+        for (int k = n4 * 4; k < n; ++k) s += static_cast<int>(__ldg(w + k)) * static_cast<int>(v[k]);
+    } else {
+        for (int k = 0; k < n; ++k) s += static_cast<int>(__ldg(w + k)) * static_cast<int>(v[k]);
+    }
+    return s;
+}
+
+}  // namespace rnnpipe
+
+// cell: 0 Elman, 1 LSTM, 2 GRU. w_hh (G·H, H), w_ih (G·H, I) int8 row-major; bias int32 (bias rows · H); h0 (B, H)
+// int8; c (B, H) int32: an LSTM's c0 in, c_n out; x (L, B, I) int8 (null when I = 0); y (L, B, H) int8 (or (1, B, H)
+// when last_only); flags[2] zero at launch.
+extern "C" __global__ void __launch_bounds__(256) rnnpipe_int8(
+    int cell, const signed char* w_hh, const signed char* w_ih, const int* bias, const signed char* h0, int* c,
+    const signed char* x, signed char* y, const signed char* lut, const signed char* lut_tanh, unsigned* flags,
+    int H, int I, int B, int L, int shift, int acc_width, int cell_shift, int last_only) {
+    using namespace rnnpipe;
+    extern __shared__ __align__(16) unsigned char smem8[];
+    const int b = blockIdx.x;
+    const int HP = (H + 15) & ~15;
+    signed char* hb = reinterpret_cast<signed char*>(smem8);  // 2 × HP: h_{t-1}, h_t
+    signed char* xb = hb + 2 * HP;                            // IP: x_t
+    Q8 q{shift, -(1ll << (acc_width - 1)), (1ll << (acc_width - 1)) - 1, flags};
+    for (int u = threadIdx.x; u < H; u += blockDim.x) hb[u] = h0[static_cast<size_t>(b) * H + u];
+    const int NG = cell == 0 ? 1 : (cell == 1 ? 4 : 3);
+    for (int t = 0; t < L; ++t) {
+        const signed char* hp = hb + (t & 1) * HP;
+        signed char* hn = hb + ((t + 1) & 1) * HP;
+        for (int k = threadIdx.x; k < I; k += blockDim.x) xb[k] = x[(static_cast<size_t>(t) * B + b) * I + k];
+        __syncthreads();
+        for (int u = threadIdx.x; u < H; u += blockDim.x) {
+            long long ah[4], ax[4];
+            for (int g = 0; g < NG; ++g) {
+                ah[g] = dot8(w_hh + static_cast<size_t>(g * H + u) * H, hp, H);
+                ax[g] = I ? dot8(w_ih + static_cast<size_t>(g * H + u) * I, xb, I) : 0;
+            }
+            long long h;
+            if (cell == 0) {
+                h = lut[q(ah[0] + ax[0] + bias[u]) + 128];
+            } else if (cell == 1) {
+                const long long ig = lut[q(ah[0] + ax[0] + bias[u]) + 128];
+                const long long fg = lut[q(ah[1] + ax[1] + bias[H + u]) + 128];
+                const long long gg = lut_tanh[q(ah[2] + ax[2] + bias[2 * H + u]) + 128];
+                const long long og = lut[q(ah[3] + ax[3] + bias[3 * H + u]) + 128];
+                const size_t at = static_cast<size_t>(b) * H + u;
+                const long long c_raw = rshift_round(fg * c[at] + ((ig * gg) << 4), 7);
+                const long long cc = clampll(c_raw, -32768, 32767);
+                if (cc != c_raw) atomicOr(flags + 1, 1u);
+                c[at] = static_cast<int>(cc);
+                const long long tc = lut_tanh[clampll(rshift_round(cc, cell_shift), -128, 127) + 128];
+                h = clampll(rshift_round(og * tc, 7), -128, 127);
+            } else {
+                const long long r = lut[q(ah[0] + ax[0] + bias[u]) + 128];
+                const long long z = lut[q(ah[1] + ax[1] + bias[H + u]) + 128];
+                const long long nx = q(ax[2] + bias[2 * H + u]), nh = q(ah[2] + bias[3 * H + u]);
+                const long long n = lut_tanh[clampll(nx + rshift_round(r * nh, 7), -128, 127) + 128];
+                h = clampll(n + rshift_round(z * (static_cast<long long>(hp[u]) - n), 7), -128, 127);
+            }
+            hn[u] = static_cast<signed char>(h);
+            if (!last_only) y[(static_cast<size_t>(t) * B + b) * H + u] = static_cast<signed char>(h);
+            else if (t == L - 1) y[static_cast<size_t>(b) * H + u] = static_cast<signed char>(h);
+        }
+        __syncthreads();
+    }
 }

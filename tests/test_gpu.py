@@ -125,31 +125,55 @@ def _rows(ours_us, cudnn_us, flash=None, pred=1):
             {"cell": "lstm", "hidden": 512, "batch": 1, "method": "flashrnn", "partition": "",
              "us_per_step": flash or "", "status": "ok" if flash else "not run", "reason": "" if flash else "budget"}]
     for g, us in ours_us.items():
-        rows.append({"cell": "lstm", "hidden": 512, "batch": 1, "method": "ours", "partition": g,
+        rows.append({"cell": "lstm", "hidden": 512, "batch": 1, "method": "ours-cluster" if "x" in str(g) else "ours",
+                     "partition": g,
                      "us_per_step": us, "status": "ok" if us else "refused", "reason": "" if us else "A does not fit",
                      "predicted_best": pred})
     return rows
 
 
+FAST = ">= 1.5x the best cuDNN algorithm, batch 1-8, H 512-1024"
+MODEL = "model's choice within 10 % of the best"
+
+
 def test_targets_on_a_point():
     t = targets(points(_rows({1: 4.0, 2: 4.3, 4: None}, cudnn_us=9.0, flash=12.0, pred=2)))
-    assert t["2x at batch 1 and 4, H 512 and 1024"][:2] == (1, 1)
-    assert t["model's G within 10 % of the best"][:2] == (1, 1)        # 4.3 is within 10 % of 4.0
-    t = targets(points(_rows({1: 4.0, 2: 4.5}, cudnn_us=7.0, pred=2)))
-    assert t["2x at batch 1 and 4, H 512 and 1024"][:2] == (0, 1)      # 1.75× only
-    assert t["model's G within 10 % of the best"][:2] == (0, 1)
+    assert t[FAST][:2] == (1, 1)
+    assert t[MODEL][:2] == (1, 1)        # 4.3 is within 10 % of 4.0
+    assert t["step below 2 us at batch 1, H 512"][:2] == (0, 1)
+    t = targets(points(_rows({1: 4.0, 2: 4.5}, cudnn_us=5.0, pred=2)))
+    assert t[FAST][:2] == (0, 1)      # 1.25× only
+    assert t[MODEL][:2] == (0, 1)
     text = summary(_rows({1: 4.0, 2: 4.3, 4: None}, cudnn_us=9.0))
-    assert "| lstm | 512 | 1 | 9.00 | – | 4.00 | 4.30 | refused | 1 | 1 | 2.25× |" in text
+    assert "| lstm | 512 | 1 | 9.00 | 9.00 | cuDNN via torch.nn | – | 4.00 (1) | – | 1 (4.00) | 2.25× | 2.25× |" in text
+
+
+def test_the_best_cudnn_algorithm_is_the_reference():
+    rows = _rows({"1": 4.0, "2x16": 1.5}, cudnn_us=9.0, pred="2x16")
+    base = {"cell": "lstm", "hidden": 512, "batch": 1, "method": "cudnn"}
+    rows += [dict(base, partition="PERSIST_STATIC/f32", us_per_step=2.5, status="ok"),
+             dict(base, partition="PERSIST_DYNAMIC/f32", status="refused", reason="CUDNN_STATUS_NOT_SUPPORTED")]
+    (p,) = points(rows)
+    assert (p["best_cudnn"], p["best_cudnn_name"]) == (2.5, "cuDNN PERSIST_STATIC/f32")
+    assert p["best_g"] == "2x16" and p["predicted_us"] == 1.5
+    assert p["cudnn_refused"] == {"PERSIST_DYNAMIC/f32": "CUDNN_STATUS_NOT_SUPPORTED"}
+    t = targets([p])
+    assert t["step below 2 us at batch 1, H 512"][:2] == (1, 1)
+    assert t[FAST][:2] == (1, 1)                                     # 2.5 / 1.5 = 1.67×
+    assert "| 2.50 | cuDNN PERSIST_STATIC/f32 |" in summary(rows)
 
 
 def test_committed_results_are_checked():
     """The committed bench: every run of ours within its tolerance, every refusal says why."""
     with open(RESULTS / "gpu-bench.csv") as f:
         rows = list(csv.DictReader(f))
-    ours = [r for r in rows if r["method"] == "ours"]
+    ours = [r for r in rows if r["method"] in ("ours", "ours-cluster")]
     assert ours and all(r["status"] in ("ok", "refused") for r in ours)
     assert all(float(r["max_err"]) <= float(r["tol"]) for r in ours if r["status"] == "ok")
-    assert all(r["reason"].startswith("A does not fit") for r in ours if r["status"] == "refused")
+    assert all(r["reason"].startswith(("A does not fit", "the cluster kernel", "the cluster kernels take"))
+               or "clusters of" in r["reason"] for r in ours if r["status"] == "refused")
+    cudnn = [r for r in rows if r["method"] == "cudnn"]
+    assert all(float(r["max_err"]) <= float(r["tol"]) for r in cudnn if r["status"] == "ok")
 
 
 def test_gpu_bench_without_a_gpu(capsys):
@@ -178,4 +202,8 @@ def test_kernels_compile_with_nvcc(tmp_path):
         for dtype in DTYPES:
             for nt in NTS:
                 assert f"rnnpipe_{cell}_{dtype}_n{nt}" in names
+            for cs in (8, 16):
+                for nt in NTS:
+                    assert f"rnnpipe_cl_{cell}_{dtype}_n{nt}_c{cs}" in names
     assert "rnnpipe_barrier" in names and "rnnpipe_pingpong" in names
+    assert "rnnpipe_cluster_barrier" in names and "rnnpipe_tag_pingpong" in names and "rnnpipe_int8" in names

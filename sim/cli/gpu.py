@@ -1,6 +1,8 @@
-"""``rnnpipe gpu-bench``: the persistent CUDA kernels (``gpu/``) against cuDNN and FlashRNN on an NVIDIA GPU.
+"""``rnnpipe gpu-bench``: the persistent CUDA kernels (``gpu/``) against cuDNN's algorithms and FlashRNN on an NVIDIA
+GPU; ``rnnpipe gpu-run``: a workload through the int8 kernel (the hardware's numerics), bit-exact with
+``rnnpipe golden``, writing the same ``--out`` file.
 
-``add_parser(sub)`` registers the command on ``rnnpipe``'s subcommands; ``python -m sim.cli.gpu`` runs it alone
+``add_parser(sub)`` registers both commands on ``rnnpipe``'s subcommands; ``python -m sim.cli.gpu`` runs them alone
 (the H200 machine has no Amaranth, and this module needs none).
 """
 
@@ -13,7 +15,7 @@ from pathlib import Path
 from hdl.config import UserError
 from sim.cli.args import positive
 
-__all__ = ["add_parser", "cmd_gpu_bench", "main"]
+__all__ = ["add_parser", "cmd_gpu_bench", "cmd_gpu_run", "parse_clusters", "main"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -28,7 +30,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="cells (default all three)")
     q.add_argument("--steps", type=positive, default=256, help="time steps (default 256)")
     q.add_argument("--partition", type=positive, nargs="+", default=[1, 2, 4], metavar="G",
-                   help="partitions G to run ours at (default 1 2 4)")
+                   help="partitions G to run the group kernels at (default 1 2 4)")
+    q.add_argument("--cluster", nargs="*", default=["1x8", "1x16", "2x16", "4x16"], metavar="CxCS",
+                   help="cluster layouts to run the cluster kernels at: C clusters of CS blocks, CS 8 or 16 (default "
+                        "1x8 1x16 2x16 4x16; none: leave them out)")
+    q.add_argument("--inputs", type=positive, default=None, metavar="I",
+                   help="input width I (default I = H)")
+    q.add_argument("--no-cudnn", action="store_true",
+                   help="leave out cuDNN's algorithms called directly (torch.nn's cuDNN is always run)")
     q.add_argument("--dtype", choices=["f16", "bf16"], default="f16",
                    help="storage type of weights, h and x (fp32 accumulation; default f16)")
     q.add_argument("--repeats", type=positive, default=5, help="timed runs a method and point (best taken)")
@@ -37,7 +46,76 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="seconds from the start that FlashRNN's per-shape builds may take (default 420)")
     q.add_argument("--out-dir", default="reports/gpu", help="where gpu-bench.csv, .md, .png and gpu-params.json go")
     q.set_defaults(handler="sim.cli.gpu:cmd_gpu_bench")
+
+    r = sub.add_parser("gpu-run", help="run a workload through the int8 GPU kernel (the hardware's numerics, bit-exact "
+                                       "with the golden model); --out writes what rnnpipe golden --out writes, with "
+                                       "h_n and c_n (needs an NVIDIA GPU, PyTorch and CuPy)")
+    r.add_argument("--workload", required=True, help="workload .npz")
+    r.add_argument("--out", help="write the result .npz here")
+    r.add_argument("--last-only", action="store_true", help="output only the last step")
+    r.add_argument("--acc-width", type=positive, default=None, metavar="BITS",
+                   help="the accumulator width (default: the default build's, Config().acc_width)")
+    r.add_argument("--check", action="store_true", help="also run the numpy golden model and compare, bit for bit")
+    r.set_defaults(handler="sim.cli.gpu:cmd_gpu_run")
     return q
+
+
+def parse_clusters(values) -> list[tuple[int, int]]:
+    """'CxCS' strings → (C, CS), or :class:`UserError` naming the value and what would work."""
+    from gpu.plan import CLUSTER_SIZES
+
+    out = []
+    for v in values or []:
+        parts = str(v).lower().split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts) or int(parts[1]) not in CLUSTER_SIZES:
+            raise UserError(f"--cluster takes C clusters of CS blocks as CxCS with CS one of "
+                            f"{', '.join(map(str, CLUSTER_SIZES))} (e.g. 2x16), not {v!r}")
+        out.append((int(parts[0]), int(parts[1])))
+    return out
+
+
+def cmd_gpu_run(args) -> int:
+    """``rnnpipe gpu-run``: the workload on the GPU's int8 kernel; h (and the state) written as golden writes it."""
+    import numpy as np
+
+    from sim.models.golden import checksum, compare, compare_state, report, run_golden
+    from sim.models.workload import load_workload, save_result
+    from sim.reports.files import check_output
+
+    check_output("--out", args.out, (".npz",))
+    w = load_workload(args.workload)
+    if args.acc_width is None:
+        from hdl.config import Config
+
+        acc_width = Config().acc_width
+    else:
+        acc_width = args.acc_width
+    if not 2 <= acc_width <= 62:
+        raise UserError(f"--acc-width must be from 2 to 62 bits, not {acc_width}")
+    from gpu.device import Kernels, device_info, require_gpu
+    from gpu.int8 import run_gpu
+
+    torch, _ = require_gpu("gpu-run")
+    device, _ = device_info(torch)
+    res = run_gpu(w, Kernels(device.smem_per_block), acc_width=acc_width, last_only=args.last_only)
+    h = res.h
+    print(f"gpu-run: {w.summary()} -> h {tuple(h.shape)} int8, overflow={'yes' if res.overflow else 'no'}, "
+          f"sum={int(h.sum(dtype=np.int64))}, crc32={checksum(h):08x}")
+    bad = 0
+    if args.check:
+        gold = run_golden(w, acc_width=acc_width, last_only=args.last_only)
+        miss = compare(gold.h, h, first_step=w.steps if args.last_only else 1) + \
+            compare_state(w, gold, res.h_n, res.c_n)
+        if miss or gold.overflow != res.overflow:
+            bad = 1
+            print(report(miss, gold.h.size) if miss else
+                  f"overflow flag: GPU {res.overflow}, golden model {gold.overflow}")
+        else:
+            print("check: bit-exact with the golden model")
+    if args.out:
+        save_result(args.out, h, {"overflow": int(res.overflow)}, last_only=args.last_only, h_n=res.h_n, c_n=res.c_n)
+        print(f"wrote {args.out}")
+    return bad
 
 
 def cmd_gpu_bench(args) -> int:
@@ -48,7 +126,8 @@ def cmd_gpu_bench(args) -> int:
     if bad:
         raise UserError(f"--hidden must be multiples of {TILE} for the GPU kernels, not {' '.join(map(str, bad))}")
     opts = BenchOptions(hiddens=args.hidden, batches=args.batch, cells=args.cell, steps=args.steps,
-                        partitions=args.partition, dtype=args.dtype, repeats=args.repeats,
+                        partitions=args.partition, clusters=parse_clusters(args.cluster), inputs=args.inputs,
+                        cudnn=not args.no_cudnn, dtype=args.dtype, repeats=args.repeats,
                         flashrnn=not args.no_flashrnn, flashrnn_budget_s=float(args.flashrnn_budget),
                         out_dir=Path(args.out_dir))
     path = run_bench(opts, log=lambda line: print(line, flush=True))
@@ -68,7 +147,7 @@ def main(argv=None) -> int:
     add_parser(sub)
     try:
         args = p.parse_args(argv)
-        return cmd_gpu_bench(args)
+        return cmd_gpu_run(args) if args.command == "gpu-run" else cmd_gpu_bench(args)
     except UserError as e:
         print(f"rnnpipe: error: {e}", file=sys.stderr)
         return 2
