@@ -148,6 +148,13 @@ def auto_or_int(text):
     return text if text == "auto" else _int_in(text, 1)
 
 
+def add_golden_args(p: argparse.ArgumentParser) -> None:
+    """A run of the golden model's contract on a workload file: ``rnnpipe golden``'s and ``rnnpipe gpu-run``'s."""
+    p.add_argument("--workload", required=True, help="workload .npz")
+    p.add_argument("--out", help="write the result .npz here")
+    p.add_argument("--last-only", action="store_true", help="output only the last step")
+
+
 def add_energy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--energy-table", metavar="FILE",
                    help="pJ per event, a JSON or TOML file of {name: pJ} over the default table (mul8, add32, "

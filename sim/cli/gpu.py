@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from hdl.config import UserError
-from sim.cli.args import positive
+from sim.cli.args import add_golden_args, positive
 
 __all__ = ["add_parser", "cmd_gpu_bench", "cmd_gpu_run", "parse_clusters", "main"]
 
@@ -50,9 +50,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     r = sub.add_parser("gpu-run", help="run a workload through the int8 GPU kernel (the hardware's numerics, bit-exact "
                                        "with the golden model); --out writes what rnnpipe golden --out writes, with "
                                        "h_n and c_n (needs an NVIDIA GPU, PyTorch and CuPy)")
-    r.add_argument("--workload", required=True, help="workload .npz")
-    r.add_argument("--out", help="write the result .npz here")
-    r.add_argument("--last-only", action="store_true", help="output only the last step")
+    add_golden_args(r)
     r.add_argument("--acc-width", type=positive, default=None, metavar="BITS",
                    help="the accumulator width (default: the default build's, Config().acc_width)")
     r.add_argument("--check", action="store_true", help="also run the numpy golden model and compare, bit for bit")

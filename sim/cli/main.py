@@ -20,6 +20,7 @@ from sim.cli.args import (
     add_clock_args,
     add_config_args,
     add_energy_args,
+    add_golden_args,
     add_schedule_args,
     non_negative,
     positive,
@@ -91,9 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(handler="sim.cli.faults:cmd_faults")
 
     q = sub.add_parser("golden", help="run the numpy golden model on a workload")
-    q.add_argument("--workload", required=True, help="workload .npz")
-    q.add_argument("--out", help="write the result .npz here")
-    q.add_argument("--last-only", action="store_true", help="output only the last step")
+    add_golden_args(q)
     q.set_defaults(handler="sim.cli.workloads:cmd_golden")
 
     q = sub.add_parser("schedule", help="print the period-by-period schedule (the patent's FIG. 3)")
