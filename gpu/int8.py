@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from hdl.run.rules import CELL_SHIFT
-from sim.models.golden import GoldenResult
-from sim.models.workload import Workload, joined
+from sim.models.golden import GoldenResult, run_stack
+from sim.models.workload import Workload
 
 __all__ = ["run_gpu", "CELL_CODES", "kernel_args"]
 
@@ -44,20 +44,7 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 def run_gpu(w: Workload, k, acc_width: int = 32, last_only: bool = False) -> GoldenResult:
     """The golden model's result for ``w``, computed on the GPU with kernels ``k`` (:class:`gpu.device.Kernels`)."""
     if w.upper or w.reverse:
-        overflow, h, h_n, c_n, outputs = False, None, [], [], []
-        for layer in range(w.layers):
-            top = layer == w.layers - 1
-            results = [run_gpu(w.direction(layer, d, h), k, acc_width, w.writes_last_only(layer, d, last_only))
-                       for d in range(w.directions)]
-            h = results[0].h if not w.reverse else joined(results[0].h, results[1].h, last_only and top)
-            h.setflags(write=False)
-            outputs.append(h)
-            for result in results:
-                overflow |= result.overflow
-                h_n.append(result.h_n[0])
-                c_n.append(None if result.c_n is None else result.c_n[0])
-        return GoldenResult(h=h, overflow=overflow, h_n=_frozen(np.stack(h_n)),
-                            c_n=None if c_n[0] is None else _frozen(np.stack(c_n)), outputs=tuple(outputs))
+        return run_stack(w, lambda one, last: run_gpu(one, k, acc_width, last), last_only)
     import torch
 
     dev = "cuda"

@@ -140,6 +140,29 @@ __device__ __forceinline__ void warp_products(float (&acc)[NT][4], const T* arow
         }
 }
 
+// A block's products: warp → (row tile m of MT, K slice ks of KS), NT accumulator tiles each (``warp_products``),
+// written as partial sums into ``red`` (KS slices of R rows, RS floats a row) for the cell to add up.
+template <typename T, int NT, int RS>
+__device__ __forceinline__ void block_products(float* red, const T* ws, const T* hs, int WS, int R, int MT, int KT,
+                                               int KS, int warp, int lane) {
+    for (int wi = warp; wi < MT * KS; wi += RNNPIPE_WARPS) {
+        const int m = wi % MT, ks = wi / MT;
+        const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
+        float acc[NT][4];
+        const T* arow = ws + static_cast<size_t>(m * 16 + (lane & 15)) * WS + (lane >> 4) * 8;
+        const T* brow = hs + static_cast<size_t>(lane & 7) * WS + ((lane >> 3) & 1) * 8;
+        warp_products<T, NT>(acc, arow, brow, WS, k_lo, k_hi);
+        float* out = red + (static_cast<size_t>(ks) * R + m * 16 + (lane >> 2)) * RS + 2 * (lane & 3);
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            out[n * 8] = acc[n][0];
+            out[n * 8 + 1] = acc[n][1];
+            out[8 * RS + n * 8] = acc[n][2];
+            out[8 * RS + n * 8 + 1] = acc[n][3];
+        }
+    }
+}
+
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
@@ -257,23 +280,7 @@ __device__ __forceinline__ void rnn_body(const Params& p) {
             cp_async_wait_all();
             __syncthreads();
 
-            // the products: warp → (row tile m, K slice ks); NT accumulator tiles each
-            for (int wi = warp; wi < MT * KS; wi += RNNPIPE_WARPS) {
-                const int m = wi % MT, ks = wi / MT;
-                const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
-                float acc[NT][4];
-                const T* arow = ws + static_cast<size_t>(m * 16 + (lane & 15)) * WS + (lane >> 4) * 8;
-                const T* brow = hs + static_cast<size_t>(lane & 7) * WS + ((lane >> 3) & 1) * 8;
-                warp_products<T, NT>(acc, arow, brow, WS, k_lo, k_hi);
-                float* out = red + (static_cast<size_t>(ks) * R + m * 16 + (lane >> 2)) * RS + 2 * (lane & 3);
-#pragma unroll
-                for (int n = 0; n < NT; ++n) {
-                    out[n * 8] = acc[n][0];
-                    out[n * 8 + 1] = acc[n][1];
-                    out[8 * RS + n * 8] = acc[n][2];
-                    out[8 * RS + n * 8 + 1] = acc[n][3];
-                }
-            }
+            block_products<T, NT, RS>(red, ws, hs, WS, R, MT, KT, KS, warp, lane);
             __syncthreads();
 
             // the cell, one (unit, column) a thread: consecutive threads take consecutive units
@@ -514,22 +521,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
         cp_async_wait_prior();  // xp of step s (step s + 1's may still be on its way)
         __syncthreads();
 
-        for (int wi = warp; CL_DO(4) && wi < MT * KS; wi += RNNPIPE_WARPS) {
-            const int m = wi % MT, ks = wi / MT;
-            const int k_lo = ks * KT / KS, k_hi = (ks + 1) * KT / KS;
-            float acc[NT][4];
-            const T* arow = ws + static_cast<size_t>(m * 16 + (lane & 15)) * WS + (lane >> 4) * 8;
-            const T* brow = hcur + static_cast<size_t>(lane & 7) * WS + ((lane >> 3) & 1) * 8;
-            warp_products<T, NT>(acc, arow, brow, WS, k_lo, k_hi);
-            float* out = red + (static_cast<size_t>(ks) * R + m * 16 + (lane >> 2)) * RS + 2 * (lane & 3);
-#pragma unroll
-            for (int n = 0; n < NT; ++n) {
-                out[n * 8] = acc[n][0];
-                out[n * 8 + 1] = acc[n][1];
-                out[8 * RS + n * 8] = acc[n][2];
-                out[8 * RS + n * 8 + 1] = acc[n][3];
-            }
-        }
+        if (CL_DO(4)) block_products<T, NT, RS>(red, ws, hcur, WS, R, MT, KT, KS, warp, lane);
         __syncthreads();
 
         for (int i = tid; i < U * nb; i += RNNPIPE_THREADS) {

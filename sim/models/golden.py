@@ -28,7 +28,7 @@ from hdl.config import Config
 from hdl.run.rules import CELL_SHIFT
 from sim.models.workload import MAX_SHIFT, Workload, joined
 
-__all__ = ["GoldenResult", "run_golden", "requantize", "checksum", "Mismatch", "MISMATCH_KINDS", "compare",
+__all__ = ["GoldenResult", "run_golden", "run_stack", "requantize", "checksum", "Mismatch", "MISMATCH_KINDS", "compare",
            "compare_state", "report", "Verdict", "score"]
 
 
@@ -104,20 +104,7 @@ def run_golden(w: Workload, acc_width: int = 32, last_only: bool = False) -> Gol
     forward h_L beside the reverse direction's first step.
     """
     if w.upper or w.reverse:
-        overflow, h, h_n, c_n, outputs = False, None, [], [], []
-        for k in range(w.layers):
-            top = k == w.layers - 1
-            results = [run_golden(w.direction(k, d, h), acc_width, last_only=w.writes_last_only(k, d, last_only))
-                       for d in range(w.directions)]
-            h = results[0].h if not w.reverse else joined(results[0].h, results[1].h, last_only and top)
-            h.setflags(write=False)
-            outputs.append(h)
-            for result in results:
-                overflow |= result.overflow
-                h_n.append(result.h_n[0])
-                c_n.append(None if result.c_n is None else result.c_n[0])
-        return GoldenResult(h=h, overflow=overflow, h_n=_frozen(np.stack(h_n)),
-                            c_n=None if c_n[0] is None else _frozen(np.stack(c_n)), outputs=tuple(outputs))
+        return run_stack(w, lambda one, last: run_golden(one, acc_width, last_only=last), last_only)
     overflow = False
 
     def q(acc):
@@ -144,6 +131,25 @@ def run_golden(w: Workload, acc_width: int = 32, last_only: bool = False) -> Gol
     h_n = _frozen(h.astype(np.int8)[None])
     c_n = _frozen(step.c.astype(np.int16)[None]) if w.cell == "lstm" else None
     return GoldenResult(h=out, overflow=overflow, h_n=h_n, c_n=c_n, outputs=(out,))
+
+
+def run_stack(w: Workload, run_one, last_only: bool = False) -> GoldenResult:
+    """A stacked or bidirectional workload as runs of one layer's one direction each (``run_one(workload,
+    last_only)`` → :class:`GoldenResult`, the contract's or a device's), in PyTorch's order: each layer's directions,
+    joined, are the next layer's x; h_n's and c_n's rows layer-major, direction-minor; the flag covers every run."""
+    overflow, h, h_n, c_n, outputs = False, None, [], [], []
+    for k in range(w.layers):
+        top = k == w.layers - 1
+        results = [run_one(w.direction(k, d, h), w.writes_last_only(k, d, last_only)) for d in range(w.directions)]
+        h = results[0].h if not w.reverse else joined(results[0].h, results[1].h, last_only and top)
+        h.setflags(write=False)
+        outputs.append(h)
+        for result in results:
+            overflow |= result.overflow
+            h_n.append(result.h_n[0])
+            c_n.append(None if result.c_n is None else result.c_n[0])
+    return GoldenResult(h=h, overflow=overflow, h_n=_frozen(np.stack(h_n)),
+                        c_n=None if c_n[0] is None else _frozen(np.stack(c_n)), outputs=tuple(outputs))
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
