@@ -140,6 +140,20 @@ __device__ __forceinline__ void warp_products(float (&acc)[NT][4], const T* arow
         }
 }
 
+// A block's rows of weight_hh into shared memory, once: row r = gate q's unit u0 + u (q = r / U, u = r % U; rows
+// padded by 16 bytes to WS), zeros past the gates' rows and past H; 16 bytes a thread at a time.
+template <typename T>
+__device__ __forceinline__ void load_rows(T* ws, const T* W, int H, int WS, int R, int U, int NG, int u0, int tid) {
+    const int kc = H / 8;  // 16-byte chunks of a row
+    for (int i = tid; i < R * kc; i += RNNPIPE_THREADS) {
+        const int r = i / kc, c = i % kc, q = r / U, u = r % U;
+        int4 v = make_int4(0, 0, 0, 0);
+        if (r < NG * U && u0 + u < H)
+            v = *reinterpret_cast<const int4*>(W + (static_cast<size_t>(q) * H + u0 + u) * H + c * 8);
+        *reinterpret_cast<int4*>(ws + static_cast<size_t>(r) * WS + c * 8) = v;
+    }
+}
+
 // A block's products: warp → (row tile m of MT, K slice ks of KS), NT accumulator tiles each (``warp_products``),
 // written as partial sums into ``red`` (KS slices of R rows, RS floats a row) for the cell to add up.
 template <typename T, int NT, int RS>
@@ -230,14 +244,7 @@ __device__ __forceinline__ void rnn_body(const Params& p) {
     const int group = blockIdx.x / p.n_sm, u0 = (blockIdx.x % p.n_sm) * U;
     const int kc = H / 8;  // 16-byte chunks of a row
 
-    const T* W = static_cast<const T*>(p.w_hh);
-    for (int i = tid; i < R * kc; i += RNNPIPE_THREADS) {
-        const int r = i / kc, c = i % kc, q = r / U, u = r % U;
-        int4 v = make_int4(0, 0, 0, 0);
-        if (r < NG * U && u0 + u < H)
-            v = *reinterpret_cast<const int4*>(W + (static_cast<size_t>(q) * H + u0 + u) * H + c * 8);
-        *reinterpret_cast<int4*>(ws + static_cast<size_t>(r) * WS + c * 8) = v;
-    }
+    load_rows<T>(ws, static_cast<const T*>(p.w_hh), H, WS, R, U, NG, u0, tid);
     if (C == LSTM && p.G == 1) {
         for (int i = tid; i < U * B; i += RNNPIPE_THREADS) {
             const int u = i / B, b = i % B;
@@ -429,14 +436,7 @@ __device__ __forceinline__ void cluster_body(const ClParams& p) {
     const int nb = B;  // the whole batch is one column block (B ≤ BCP)
     constexpr int HALF = RNNPIPE_THREADS / 2;
 
-    const T* W = static_cast<const T*>(p.w_hh);
-    for (int i = tid; i < R * kc; i += RNNPIPE_THREADS) {
-        const int r = i / kc, c = i % kc, q = r / U, u = r % U;
-        int4 v = make_int4(0, 0, 0, 0);
-        if (r < NG * U && u0 + u < H)
-            v = *reinterpret_cast<const int4*>(W + (static_cast<size_t>(q) * H + u0 + u) * H + c * 8);
-        *reinterpret_cast<int4*>(ws + static_cast<size_t>(r) * WS + c * 8) = v;
-    }
+    load_rows<T>(ws, static_cast<const T*>(p.w_hh), H, WS, R, U, NG, u0, tid);
     const T* h0 = static_cast<const T*>(p.h0);
     for (int i = tid; i < 2 * BCP * kc; i += RNNPIPE_THREADS) {  // hs[0] = h0, the rest zeros
         const int n = (i / kc) % BCP, c = i % kc, buf = i / (BCP * kc);
