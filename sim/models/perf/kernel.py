@@ -36,6 +36,10 @@ class _Kernel:
         heapq.heappush(self._heap, (t, self._seq, proc))
         self._seq += 1
 
+    def next_at(self) -> float:
+        """The time of the next event scheduled (infinity if none)."""
+        return self._heap[0][0] if self._heap else float("inf")
+
     def resolve(self, fut: _Future, value):
         fut.value = value
         for proc in fut.waiters:

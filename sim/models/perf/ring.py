@@ -21,10 +21,11 @@ in its own registers:
 
 Every cycle's handshakes are worked out from the registers at its start, then the registers move: exactly what
 the RTL does, so a producer held back by a full FIFO or by passing words, and a word held back by a response, come
-out as they do there. The engine works out cycle c at time c + 0.75, after the memory has granted cycle c − 1's
-requests; the processes hand it their inputs (a word the output presents, an opening, an item's end) before then,
-and it raises if one comes later (a model bug). It sleeps while nothing can move: a tick that moves nothing
-waits for the next input."""
+out as they do there. The engine works out cycle c at time c + 0.75, after the memory has worked out its grants of
+cycle c (at c + 0.5); the processes hand it their inputs (a word the output presents, an opening, an item's end)
+before then. With the word-level memory an input that comes later raises (a model bug); with the ``shared`` memory,
+whose pooled grants fall at fractions of a cycle, it counts from the next cycle. It sleeps while nothing can move: a
+tick that moves nothing waits for the next input."""
 
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ class _Ring:
         if not self._strict:
             return self.now + 1
         raise RuntimeError(f"the performance model's ring got {what} of cycle {cycle} after working out cycle "
-                               f"{self.now} (a model bug)")
+                           f"{self.now} (a model bug)")
 
     def _wake(self, cycle: int):
         cycle = max(cycle, self.now + 1)
@@ -161,10 +162,9 @@ class _Ring:
             return                                  # superseded by an earlier tick
         self._next = None
         k = self._k
-        heap = k._heap
         while True:
             wake = self._cycle(c)
-            if wake != c + 1 or (heap and heap[0][0] <= wake + _TICK):
+            if wake != c + 1 or k.next_at() <= wake + _TICK:
                 break
             c = wake                                # nothing else happens before the next cycle: it runs on
             k.now = c + _TICK
