@@ -138,6 +138,18 @@ def own_group_word(left, m: int):
     return left >= m
 
 
+def forwarder_roles(partition, members, hops, owns, member, pipelined):
+    """A subset's forwarder's rules (``hdl.subset.forward``), in Python values or Amaranth ones: ``persistent`` (the run
+    is G = 1 of several subsets: own words wait for the fill's intakes), ``gated`` (1 < G < S, a member after its
+    group's first that owns row blocks, in a pipelined run: its own and its group's passing words take turns by item)
+    and ``takes`` (its fill takes ring words: it owns row blocks, or nothing is forwarded), from the run's partition
+    and members m, the subset's ring hops, whether it owns row blocks, its place in its group and the mode."""
+    persistent = (partition == 1) & (hops != 0)
+    gated = (partition != 1) & (members != 1) & owns & (member != 0) & pipelined
+    takes = (hops == 0) | owns
+    return persistent, gated, takes
+
+
 def state_owner(cfg: Config, row_blk, member, m: int):
     """The member that runs row block ``row_blk`` keeps its cell state: ``member`` is it."""
     return (row_blk // cfg.clusters) % m == member

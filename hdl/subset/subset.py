@@ -14,6 +14,7 @@ from hdl.interfaces import LoadBus
 from hdl.memory import MemClient, MemRequest
 from hdl.params import Mode, run_params, trace_entry, work_item
 from hdl.ring import ring_word
+from hdl.run import placement
 from hdl.subset.buffer import InputBuffer
 from hdl.subset.fill import Fill
 from hdl.subset.forward import Forwarder
@@ -173,11 +174,11 @@ class Subset(wiring.Component):
         wiring.connect(m, fwd.fill_in, fill.ring_in)
         wiring.connect(m, out.ring, fwd.own)
         # (G = 1 of several subsets; 1 < G < S past a group's first member: ``hdl.subset.forward``'s rules)
-        owns, hybrid = plan.run.rounds != 0, (p.partition != 1) & (p.members != 1)
+        persistent, gated, takes = placement.forwarder_roles(p.partition, p.members, plan.run.ring_hops,
+                                                             plan.run.rounds != 0, plan.run.member,
+                                                             p.mode == Mode.PIPELINED)
         m.d.comb += [fwd.clear.eq(self.start), fwd.members.eq(p.members),
-                     fwd.persistent.eq((p.partition == 1) & (plan.run.ring_hops != 0)),
-                     fwd.gated.eq(hybrid & owns & (plan.run.member != 0) & (p.mode == Mode.PIPELINED)),
-                     fwd.takes.eq((plan.run.ring_hops == 0) | owns),
+                     fwd.persistent.eq(persistent), fwd.gated.eq(gated), fwd.takes.eq(takes),
                      fwd.intake_done.eq(fill.intake_done),
                      fwd.own_done.eq(out.ring_item_done)]
 

@@ -345,7 +345,6 @@ class _Run:
                     else:
                         # the group's words to the ring one after the other, and as one stream to the memory,
                         # offered TIMING.stage after the serializer sends them
-                        last = head - 1
                         taken = None
                         if it.to_ring:
                             head = math.ceil(head - _EPS)

@@ -89,14 +89,14 @@ class _Ring:
         self._k, self._S, self._per, self._depth = kernel, S, per_item, cfg.fifo_depth - 1
         self._dst = [next_subset(s, S) for s in range(S)]          # link s feeds subset dst[s]
         self._src = [self._dst.index(s) for s in range(S)]         # subset s reads link src[s]
-        self._m = placement.members(cfg, G)
-        persistent = G == 1 and S > 1
+        self._m = m = placement.members(cfg, G)
         self._hops = [placement.ring_hops(cfg, G, placement.member_of(cfg, s, G)) for s in range(S)]
-        own = set(owners)
-        self._takes = [self._hops[s] == 0 or s in own for s in range(S)]
-        self._persistent = persistent
-        self._gated = [1 < G < S and s in own and placement.member_of(cfg, s, G) != 0 for s in range(S)]
-        self._ordered = [persistent or g for g in self._gated]        # own words wait for lead >= 0
+        roles = [placement.forwarder_roles(G, m, self._hops[s], s in owners, placement.member_of(cfg, s, G), True)
+                 for s in range(S)]
+        self._persistent = [persistent for persistent, _, _ in roles]
+        self._gated = [gated for _, gated, _ in roles]
+        self._takes = [takes for _, _, takes in roles]
+        self._ordered = [persistent or gated for persistent, gated, _ in roles]     # own words wait for lead >= 0
         self._inner = [deque() for _ in range(S)]   # link s's inner memory
         self._out = [None] * S                      # link s's output register
         self._fq = [[None, None] for _ in range(S)]     # forwarder s's stage: the word offered, the spare
@@ -244,7 +244,7 @@ class _Ring:
                         item = self._item[s]
                         self._got[s], self._item[s] = 0, item + 1
                         self._k.resolve(self.received(s, item), c)
-                        arrived = self._persistent
+                        arrived = self._persistent[s]
                 if group_word and word.end:
                     arrived = True
                 if onward:
